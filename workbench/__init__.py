@@ -1,0 +1,45 @@
+"""workbench: a Jupyter-first GPU performance workbench for LLM inference engines.
+
+Public API (imported lazily, so ``workbench summary`` starts fast)::
+
+    import workbench as wb
+    t = wb.open_trace("traces/h200-kvwrite-unfused")   # stored name/dir or any capture file
+    wb.summary(t, by="layer")                          # per-layer kernel counts and GPU time
+    wb.project(t)                                      # every kernel with its innermost range
+    t.sql("select range, count(*) from projected group by 1")
+    wb.diff(a, b)                                      # per-range / per-layer diff, aligned kernels
+    wb.capture("decoder", variant={"kv_write": "fused"})
+    wb.report(base, fix, html="report.html", md="report.md")
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+__version__ = "0.1.0"
+
+_API = {
+    "Trace": "workbench.trace",
+    "import_file": "workbench.trace",
+    "open_trace": "workbench.trace",
+    "save": "workbench.trace",
+    "list_traces": "workbench.trace",
+    "project": "workbench.analysis",
+    "summary": "workbench.analysis",
+    "launches_per_step": "workbench.analysis",
+    "diff": "workbench.analysis",
+    "capture": "workbench.capture",
+    "annotate": "workbench.annotate",
+    "report": "workbench.report",
+    "WorkbenchError": "workbench.errors",
+}
+
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str):
+    if name in _API:
+        value = getattr(import_module(_API[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'workbench' has no attribute {name!r}")

@@ -1,0 +1,6 @@
+"""Analysis: pure functions over normalized traces (projection, tables, diff)."""
+
+from .projection import NO_LAUNCH, NO_RANGE, project, range_layers
+from .tables import BY, launches_per_step, summary
+
+__all__ = ["NO_LAUNCH", "NO_RANGE", "project", "range_layers", "BY", "launches_per_step", "summary"]

@@ -1,0 +1,121 @@
+"""Projection: each kernel belongs to the innermost range that encloses its launching API
+call on the launching thread.
+
+The result keeps every kernel. ``status`` says how it was attributed:
+``range`` (inside a range), ``no_range`` (launched outside any range), ``no_launch`` (no
+launch record, e.g. the API call fell outside the capture). ``graph`` marks kernels launched
+from a CUDA graph; they are attributed through their ``cudaGraphLaunch`` call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace.model import Trace, layer_pattern
+from ..trace.nesting import nest
+
+NO_RANGE = "(no range)"
+NO_LAUNCH = "(no launch record)"
+
+
+def _innermost(trace: Trace) -> np.ndarray:
+    """Range id of the innermost range around each kernel's launch (-1: none)."""
+    k, r = trace.kernels, trace.ranges
+    out = np.full(len(k), -1, dtype=np.int64)
+    if not len(r) or not len(k):
+        return out
+    kp, kt, ks = k["pid"].to_numpy(), k["launch_tid"].to_numpy(), k["launch_start"].to_numpy()
+    rp, rt = r["pid"].to_numpy(), r["tid"].to_numpy()
+    rs, re_ = r["start"].to_numpy(), r["end"].to_numpy()
+    # Ranges are stored sorted by (pid, tid, start): each thread is one contiguous block.
+    bounds = np.flatnonzero((np.diff(rp) != 0) | (np.diff(rt) != 0)) + 1
+    blocks = {(int(rp[lo]), int(rt[lo])): (lo, hi) for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(r)])}
+    launched = kt >= 0
+    keys = pd.DataFrame({"p": kp[launched], "t": kt[launched]})
+    idx = np.flatnonzero(launched)
+    for (p, t), grp in keys.groupby(["p", "t"], sort=False).indices.items():
+        block = blocks.get((int(p), int(t)))
+        if block is None:
+            continue
+        lo, hi = block
+        _, _, timeline = nest(rs[lo:hi], re_[lo:hi])
+        rows = idx[grp]
+        local = timeline.innermost_at(ks[rows])
+        out[rows] = np.where(local >= 0, local + lo, -1)
+    return out
+
+
+def range_layers(ranges: pd.DataFrame, pattern: str | None = None) -> np.ndarray:
+    """Layer index of each range: its own name's match, else the nearest enclosing match (-1)."""
+    n = len(ranges)
+    layer = np.full(n, -1, dtype=np.int64)
+    if not n:
+        return layer
+    rx = layer_pattern(pattern)
+    cats = ranges["name"].cat.categories
+    by_cat = np.array([int(m.group(1)) if (m := rx.search(str(c))) else -1 for c in cats], dtype=np.int64)
+    codes = ranges["name"].cat.codes.to_numpy()
+    own = np.where(codes >= 0, by_cat[np.maximum(codes, 0)], -1)
+    parent = ranges["parent"].to_numpy()
+    depth = ranges["depth"].to_numpy()
+    order = np.argsort(depth, kind="stable")
+    cuts = np.flatnonzero(np.diff(depth[order])) + 1
+    for level in np.split(order, cuts):
+        inherited = np.where(parent[level] >= 0, layer[np.maximum(parent[level], 0)], -1)
+        layer[level] = np.where(own[level] >= 0, own[level], inherited)
+    return layer
+
+
+def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
+    """Kernels with ``range_id``, ``range`` (innermost name), ``path``, ``layer``, ``status``,
+    ``step`` (outermost range name) and ``duration``. Cached on the trace; also visible to
+    ``trace.sql`` as the view ``projected``.
+    """
+    key = f"projected:{layer_regex}"
+    cached = trace.views.get(key)
+    if cached is not None:
+        return cached
+    k = trace.kernels
+    r = trace.ranges
+    rid = _innermost(trace)
+    has = rid >= 0
+    names = np.full(len(k), NO_RANGE, dtype=object)
+    paths = np.full(len(k), NO_RANGE, dtype=object)
+    layers = np.full(len(k), -1, dtype=np.int64)
+    steps = np.full(len(k), NO_RANGE, dtype=object)
+    status = np.full(len(k), "no_range", dtype=object)
+    if has.any():
+        rn = r["name"].astype(str).to_numpy(dtype=object)
+        rpath = r["path"].astype(str).to_numpy(dtype=object)
+        rl = range_layers(r, layer_regex)
+        root = _roots(r["parent"].to_numpy())
+        names[has] = rn[rid[has]]
+        paths[has] = rpath[rid[has]]
+        layers[has] = rl[rid[has]]
+        steps[has] = rn[root[rid[has]]]
+        status[has] = "range"
+    nolaunch = k["launch_tid"].to_numpy() < 0
+    names[nolaunch] = paths[nolaunch] = steps[nolaunch] = NO_LAUNCH
+    status[nolaunch] = "no_launch"
+    out = k.copy()
+    out["duration"] = k["end"].to_numpy() - k["start"].to_numpy()
+    out["range_id"] = rid
+    out["range"] = pd.Categorical(names)
+    out["path"] = pd.Categorical(paths)
+    out["step"] = pd.Categorical(steps)
+    out["layer"] = layers
+    out["status"] = pd.Categorical(status, categories=["range", "no_range", "no_launch"])
+    trace.views[key] = out
+    trace.views["projected"] = out
+    return out
+
+
+def _roots(parent: np.ndarray) -> np.ndarray:
+    """Outermost ancestor of each range."""
+    root = np.arange(len(parent))
+    cur = parent.copy()
+    while (m := cur >= 0).any():
+        root[m] = cur[m]
+        cur[m] = parent[cur[m]]
+    return root

@@ -1,0 +1,173 @@
+"""``workbench`` command line: a thin layer over the public API.
+
+Every user error prints one line ``workbench: <where>: <problem>`` and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _print_table(df, as_json: bool, out=None) -> None:
+    out = out or sys.stdout
+    if as_json:
+        out.write(json.dumps(_records(df), indent=1) + "\n")
+        return
+    if not len(df):
+        out.write("(no rows)\n")
+        return
+    import pandas as pd
+
+    from .textsafe import clean
+
+    shown = df.copy()
+    for c in shown.columns:
+        if not pd.api.types.is_numeric_dtype(shown[c]):
+            shown[c] = shown[c].astype(str).map(clean)
+    with pd.option_context("display.max_rows", 500, "display.max_columns", 50, "display.width", 200,
+                           "display.max_colwidth", 80):
+        out.write(shown.to_string(index=False) + "\n")
+
+
+def _records(df) -> list[dict]:
+    import math
+
+    rows = []
+    for rec in df.to_dict(orient="records"):
+        row = {}
+        for k, v in rec.items():
+            if hasattr(v, "item"):
+                v = v.item()
+            if isinstance(v, float) and not math.isfinite(v):
+                v = None
+            row[str(k)] = v
+        rows.append(row)
+    return rows
+
+
+def cmd_import(args) -> int:
+    from .trace import import_file, save
+
+    trace = import_file(args.src)
+    name = args.name or _default_name(args.src)
+    path = save(trace, name, args.root, overwrite=args.force)
+    counts = ", ".join(f"{v} {k}" for k, v in trace.meta["counts"].items())
+    print(f"stored {path} ({counts})")
+    return 0
+
+
+def _default_name(src: str) -> str:
+    import re
+    from pathlib import Path
+
+    base = Path(src).name
+    for suffix in (".gz", ".json", ".sqlite", ".nsys-rep"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+    base = re.sub(r"[^A-Za-z0-9._+=-]", "_", base).lstrip("._-") or "trace"
+    return base[:128]
+
+
+def cmd_summary(args) -> int:
+    from .analysis import summary
+    from .trace import open_trace
+
+    trace = open_trace(args.trace, args.root)
+    df = summary(trace, by=args.by, layer_regex=args.layer_regex)
+    if not args.json:
+        from .textsafe import clean
+
+        print(f"# {clean(trace.label)}: {len(trace.kernels)} {trace.meta.get('source', {}).get('work_units', 'kernel')}s, "
+              f"{len(trace.ranges)} ranges, by {args.by}")
+    _print_table(df, args.json)
+    return 0
+
+
+def cmd_sql(args) -> int:
+    from .analysis import project
+    from .trace import open_trace
+
+    trace = open_trace(args.trace, args.root)
+    project(trace, args.layer_regex)
+    _print_table(trace.sql(args.query), args.json)
+    return 0
+
+
+def cmd_list(args) -> int:
+    from .trace import list_traces
+
+    for name in list_traces(args.root):
+        print(name)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="workbench", description="GPU performance workbench for LLM inference engines")
+    p.add_argument("--root", default=None, help="trace store directory (default: $WORKBENCH_TRACES or ./traces)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("import", help="import a capture (nsys .sqlite/.nsys-rep, torch.profiler .json[.gz]) into the store")
+    s.add_argument("src")
+    s.add_argument("--name", help="stored trace name (default: from the file name)")
+    s.add_argument("--force", action="store_true", help="replace a stored trace of the same name")
+    s.set_defaults(func=cmd_import)
+
+    s = sub.add_parser("summary", help="kernel counts and GPU time per range, layer, kernel, path or step")
+    s.add_argument("trace", help="stored trace name or directory, or any importable file")
+    s.add_argument("--by", choices=("range", "layer", "kernel", "path", "step"), default="range")
+    s.add_argument("--layer-regex", default=None, help="regex whose first group is the layer index")
+    s.add_argument("--json", action="store_true", help="print a JSON list of rows")
+    s.set_defaults(func=cmd_summary)
+
+    s = sub.add_parser("sql", help="DuckDB SQL over kernels, ranges, api, memcpy, memset and projected")
+    s.add_argument("trace")
+    s.add_argument("query")
+    s.add_argument("--layer-regex", default=None)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_sql)
+
+    s = sub.add_parser("list", help="list stored traces")
+    s.set_defaults(func=cmd_list)
+
+    for module in ("capture.cli", "diff_cli", "report.cli", "demo"):
+        _optional(sub, module)
+    return p
+
+
+def _optional(sub, module: str) -> None:
+    """Subcommands whose modules register themselves (``add_parser``) when present."""
+    import importlib
+
+    try:
+        mod = importlib.import_module(f"{__package__}.{module}")
+    except ModuleNotFoundError as e:
+        parts = f"{__package__}.{module}".split(".")
+        if e.name in {".".join(parts[:i]) for i in range(2, len(parts) + 1)}:
+            return  # that subcommand is not part of this install
+        raise
+    mod.add_parser(sub)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .errors import WorkbenchError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except WorkbenchError as e:
+        from .textsafe import clean
+
+        print(f"workbench: {clean(str(e))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("workbench: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

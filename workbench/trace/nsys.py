@@ -1,0 +1,363 @@
+"""Nsight Systems importer: the SQLite export (plain or gzipped) and ``.nsys-rep`` via
+``nsys export``.
+
+Tables read (and the columns read from each, declared up front as nsys recipes do):
+CUPTI_ACTIVITY_KIND_KERNEL, CUPTI_ACTIVITY_KIND_RUNTIME (runtime *and* driver calls, e.g.
+Triton's cuLaunchKernelEx), NVTX_EVENTS, CUPTI_ACTIVITY_KIND_MEMCPY/MEMSET, StringIds, and the
+TARGET_INFO_* / META_DATA_* tables for the environment.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+import zlib
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import TraceFormatError, WorkbenchError
+from .model import Trace, build
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+NVTX = "NVTX_EVENTS"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+
+COLUMNS = {
+    KERNEL: {"required": ("start", "end", "correlationId", "globalPid", "deviceId", "streamId"),
+             "optional": ("demangledName", "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "graphNodeId")},
+    RUNTIME: {"required": ("start", "end", "globalTid", "correlationId", "nameId"), "optional": ()},
+    NVTX: {"required": ("start", "end", "eventType", "globalTid"), "optional": ("text", "textId", "domainId", "endGlobalTid")},
+    MEMCPY: {"required": ("start", "end", "globalPid"), "optional": ("deviceId", "streamId", "correlationId", "bytes", "copyKind")},
+    MEMSET: {"required": ("start", "end", "globalPid"), "optional": ("deviceId", "streamId", "correlationId", "bytes")},
+}
+
+# NVTX event types: push/pop and start/end ranges (plain and NVTX-text variants), domain create.
+_PUSHPOP = (59, 70)
+_STARTEND = (60, 71)
+_DOMAIN_CREATE = 75
+
+
+def _pid(global_id: np.ndarray) -> np.ndarray:
+    # nsys packs (vm, pid, tid) into globalTid/globalPid: pid lives in bits 24..55.
+    return (global_id >> 24) & 0xFFFFFFFF
+
+
+def _tid(global_tid: np.ndarray) -> np.ndarray:
+    return global_tid & 0xFFFFFF
+
+
+@contextmanager
+def _sqlite_file(path: Path):
+    """Yield a path SQLite can open: gzipped exports are unpacked to a private temp file."""
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+    if not gz:
+        yield path
+        return
+    fd, tmp = tempfile.mkstemp(suffix=".sqlite", prefix="workbench-")
+    try:
+        with os.fdopen(fd, "wb") as out, gzip.open(path, "rb") as src:
+            try:
+                shutil.copyfileobj(src, out, 1 << 20)
+            except (OSError, EOFError, zlib.error) as e:
+                raise TraceFormatError(path, f"truncated or corrupt gzip ({e})") from None
+        yield Path(tmp)
+    finally:
+        os.unlink(tmp)
+
+
+class _Db:
+    def __init__(self, con: sqlite3.Connection, where: Path):
+        self.con, self.where = con, where
+        try:
+            self.tables = {r[0] for r in con.execute("select name from sqlite_master where type in ('table','view')")}
+        except sqlite3.DatabaseError as e:
+            raise TraceFormatError(where, f"not a readable SQLite database ({e})") from None
+
+    def columns(self, table: str) -> set[str]:
+        return {r[1] for r in self.con.execute(f'pragma table_info("{table}")')}
+
+    def select(self, table: str, exprs: dict[str, str], where_sql: str = "") -> pd.DataFrame:
+        names = list(exprs)
+        sql = f'select {", ".join(exprs.values())} from "{table}" {where_sql}'
+        try:
+            rows = self.con.execute(sql).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise TraceFormatError(self.where, f"cannot read {table} ({e})") from None
+        if not rows:
+            return pd.DataFrame({n: [] for n in names})
+        cols = list(zip(*rows))
+        return pd.DataFrame({n: np.array(c, dtype=object) if _is_text(c) else np.array(c) for n, c in zip(names, cols)})
+
+    def read(self, table: str, where_sql: str = "") -> pd.DataFrame:
+        have = self.columns(table)
+        spec = COLUMNS[table]
+        missing = [c for c in spec["required"] if c not in have]
+        if missing:
+            raise TraceFormatError(self.where, f"table {table} lacks column(s) {', '.join(missing)}")
+        cols = [c for c in spec["required"] + spec["optional"] if c in have]
+        return self.select(table, {c: f'"{c}"' for c in cols}, where_sql)
+
+    def strings(self) -> dict[int, str]:
+        if "StringIds" not in self.tables:
+            return {}
+        try:
+            return dict(self.con.execute("select id, value from StringIds"))
+        except sqlite3.DatabaseError as e:
+            raise TraceFormatError(self.where, f"cannot read StringIds ({e})") from None
+
+
+def _is_text(col) -> bool:
+    return any(isinstance(v, (str, bytes)) for v in col[:1000])
+
+
+def _ints(df: pd.DataFrame, col: str, where: Path, table: str, default: int | None = None) -> np.ndarray:
+    if col not in df:
+        return np.full(len(df), -1 if default is None else default, dtype=np.int64)
+    s = pd.to_numeric(pd.Series(df[col]), errors="coerce")
+    if s.isna().any():
+        if default is None:
+            raise TraceFormatError(where, f"{table}.{col}: {int(s.isna().sum())} NULL or non-numeric value(s)")
+        s = s.fillna(default)
+    return s.to_numpy().astype(np.int64)
+
+
+def _lookup(ids: np.ndarray, strings: dict[int, str], where: Path, what: str) -> np.ndarray:
+    out = np.empty(len(ids), dtype=object)
+    for i, v in enumerate(ids.tolist()):
+        s = strings.get(v)
+        if s is None:
+            raise TraceFormatError(where, f"{what} refers to string id {v} missing from StringIds")
+        out[i] = s
+    return out
+
+
+def _text(values: np.ndarray) -> np.ndarray:
+    """Decode bytes columns (non-UTF-8 text is shown with replacement characters)."""
+    return np.array([v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in values], dtype=object)
+
+
+def read_nsys(path: str | Path) -> Trace:
+    """Import an Nsight Systems SQLite export (``nsys export --type sqlite``), optionally gzipped."""
+    path = Path(path)
+    with _sqlite_file(path) as db_path:
+        try:
+            con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        except sqlite3.Error as e:
+            raise TraceFormatError(path, f"cannot open SQLite file ({e})") from None
+        try:
+            return _read(_Db(con, path), path)
+        except sqlite3.DatabaseError as e:
+            raise TraceFormatError(path, f"damaged SQLite file ({e})") from None
+        finally:
+            con.close()
+
+
+def _read(db: _Db, where: Path) -> Trace:
+    if KERNEL not in db.tables:
+        raise TraceFormatError(
+            where, f"no {KERNEL} table: not an Nsight Systems export with CUDA trace (capture with -t cuda)"
+        )
+    strings = db.strings()
+    tables = {"kernels": _kernels(db, strings, where)}
+    if RUNTIME in db.tables:
+        tables["api"] = _api(db, strings, where)
+    if NVTX in db.tables:
+        tables["ranges"] = _ranges(db, strings, where)
+    for t, key in ((MEMCPY, "memcpy"), (MEMSET, "memset")):
+        if t in db.tables:
+            tables[key] = _copies(db, t, where, strings)
+    return build(tables, _meta(db, strings), str(where))
+
+
+def _kernels(db: _Db, strings, where) -> pd.DataFrame:
+    k = db.read(KERNEL)
+    n = len(k)
+    if "shortName" not in k and "demangledName" not in k:
+        raise TraceFormatError(where, f"table {KERNEL} lacks kernel name columns (shortName/demangledName)")
+    name_ids = _ints(k, "demangledName" if "demangledName" in k else "shortName", where, KERNEL)
+    short_ids = _ints(k, "shortName" if "shortName" in k else "demangledName", where, KERNEL)
+    out = pd.DataFrame({
+        "name": pd.Categorical(_lookup(name_ids, strings, where, f"{KERNEL}.demangledName")),
+        "short_name": pd.Categorical(_lookup(short_ids, strings, where, f"{KERNEL}.shortName")),
+        "kind": "kernel",
+        "start": _ints(k, "start", where, KERNEL),
+        "end": _ints(k, "end", where, KERNEL),
+        "device": _ints(k, "deviceId", where, KERNEL),
+        "stream": _ints(k, "streamId", where, KERNEL),
+        "pid": _pid(_ints(k, "globalPid", where, KERNEL)),
+        "correlation": _ints(k, "correlationId", where, KERNEL),
+    })
+    for src, dst in (("gridX", "grid_x"), ("gridY", "grid_y"), ("gridZ", "grid_z"),
+                     ("blockX", "block_x"), ("blockY", "block_y"), ("blockZ", "block_z")):
+        out[dst] = _ints(k, src, where, KERNEL, default=-1)
+    out["graph"] = k["graphNodeId"].notna().to_numpy() if "graphNodeId" in k else np.zeros(n, bool)
+    out["launch_tid"] = -1
+    return out
+
+
+def _api(db: _Db, strings, where) -> pd.DataFrame:
+    r = db.read(RUNTIME)
+    gtid = _ints(r, "globalTid", where, RUNTIME)
+    names = _lookup(_ints(r, "nameId", where, RUNTIME), strings, where, f"{RUNTIME}.nameId")
+    # nsys suffixes runtime names with the API version ("cudaLaunchKernel_v7000").
+    uniq, inv = np.unique(names.astype(str), return_inverse=True)
+    clean = np.array([u.split("_v")[0] if "_v" in u and u.rsplit("_v", 1)[-1].isdigit() else u for u in uniq], dtype=object)
+    is_driver = np.array([u.startswith("cu") and not u.startswith("cuda") for u in clean])
+    return pd.DataFrame({
+        "name": pd.Categorical(clean[inv]),
+        "kind": pd.Categorical(np.where(is_driver[inv], "driver", "runtime")),
+        "start": _ints(r, "start", where, RUNTIME),
+        "end": _ints(r, "end", where, RUNTIME),
+        "pid": _pid(gtid),
+        "tid": _tid(gtid),
+        "correlation": _ints(r, "correlationId", where, RUNTIME),
+    })
+
+
+def _ranges(db: _Db, strings, where) -> pd.DataFrame:
+    types = _PUSHPOP + _STARTEND + (_DOMAIN_CREATE,)
+    e = db.read(NVTX, f"where eventType in ({', '.join(map(str, types))})")
+    if not len(e):
+        return pd.DataFrame()
+    etype = _ints(e, "eventType", where, NVTX)
+    text = _text(e["text"].to_numpy()) if "text" in e else np.full(len(e), None, dtype=object)
+    if "textId" in e:
+        tid_ids = pd.to_numeric(pd.Series(e["textId"]), errors="coerce")
+        need = pd.isna(text) & tid_ids.notna().to_numpy()
+        if need.any():
+            text[need] = _lookup(tid_ids[need].astype(np.int64).to_numpy(), strings, where, f"{NVTX}.textId")
+    domain_ids = _ints(e, "domainId", where, NVTX, default=0)
+    domains = {0: "default"}
+    for d, t in zip(domain_ids[etype == _DOMAIN_CREATE], text[etype == _DOMAIN_CREATE]):
+        domains[int(d)] = t if isinstance(t, str) else f"domain {d}"
+    keep = etype != _DOMAIN_CREATE
+    e, etype, text, domain_ids = e[keep], etype[keep], text[keep], domain_ids[keep]
+    if not len(e):
+        return pd.DataFrame()
+    ends = pd.to_numeric(pd.Series(e["end"]), errors="coerce").to_numpy()
+    starts = _ints(e, "start", where, NVTX)
+    gtid = _ints(e, "globalTid", where, NVTX)
+    unended = np.isnan(ends) | (ends < 0)
+    if unended.any():
+        i = int(np.flatnonzero(unended)[0])
+        raise TraceFormatError(
+            where, f"NVTX range {str(text[i])[:80]!r} pushed at {starts[i]} ns on thread {_tid(gtid[i:i+1])[0]} never ends"
+            f" ({int(unended.sum())} unmatched)"
+        )
+    text = np.array([t if isinstance(t, str) else "" for t in text], dtype=object)
+    return pd.DataFrame({
+        "name": pd.Categorical(text),
+        "start": starts,
+        "end": ends.astype(np.int64),
+        "pid": _pid(gtid),
+        "tid": _tid(gtid),
+        "domain": pd.Categorical([domains.get(int(d), f"domain {d}") for d in domain_ids]),
+    })
+
+
+def _copies(db: _Db, table: str, where, strings) -> pd.DataFrame:
+    c = db.read(table)
+    out = pd.DataFrame({
+        "start": _ints(c, "start", where, table),
+        "end": _ints(c, "end", where, table),
+        "device": _ints(c, "deviceId", where, table, default=-1),
+        "stream": _ints(c, "streamId", where, table, default=-1),
+        "pid": _pid(_ints(c, "globalPid", where, table)),
+        "correlation": _ints(c, "correlationId", where, table, default=-1),
+        "bytes": _ints(c, "bytes", where, table, default=-1),
+    })
+    if table == MEMCPY:
+        kinds = _enum(db, "ENUM_CUDA_MEMCPY_OPER")
+        ck = _ints(c, "copyKind", where, table, default=-1)
+        out["kind"] = pd.Categorical([kinds.get(int(x), str(x)) for x in ck])
+    return out
+
+
+def _enum(db: _Db, table: str) -> dict[int, str]:
+    if table not in db.tables:
+        return {}
+    try:
+        return {int(i): str(label) for i, label in db.con.execute(f'select id, label from "{table}"')}
+    except sqlite3.DatabaseError:
+        return {}
+
+
+def _kv(db: _Db, table: str) -> dict[str, str]:
+    if table not in db.tables:
+        return {}
+    try:
+        rows = db.con.execute(f'select name, value from "{table}"').fetchall()
+    except sqlite3.DatabaseError:
+        return {}
+    out: dict[str, str] = {}
+    for k, v in rows:
+        out.setdefault(str(k), str(v))
+    return out
+
+
+def _meta(db: _Db, strings) -> dict:
+    export = _kv(db, "META_DATA_EXPORT")
+    capture_rows = []
+    if "META_DATA_CAPTURE" in db.tables:
+        try:
+            capture_rows = db.con.execute("select name, value from META_DATA_CAPTURE").fetchall()
+        except sqlite3.DatabaseError:
+            pass
+    argv = [str(v) for k, v in capture_rows if str(k) == "PROCESS_0:COMMAND"]
+    argv += [str(v) for k, v in capture_rows if str(k).startswith("PROCESS_0:ARGUMENT_")]
+    system = _kv(db, "TARGET_INFO_SYSTEM_ENV")
+    gpus = []
+    if "TARGET_INFO_GPU" in db.tables:
+        try:
+            gpus = sorted({str(r[0]) for r in db.con.execute("select name from TARGET_INFO_GPU")})
+        except sqlite3.DatabaseError:
+            pass
+    cuda = system.get("CudaDriverVersion")
+    env = {
+        "gpu": ", ".join(gpus),
+        "driver": system.get("NvDriverVersion", ""),
+        "cuda_driver_version": int(cuda) if cuda and cuda.isdigit() else cuda,
+        "os": system.get("OsDescription", ""),
+    }
+    meta = {
+        "source": {"format": "nsys-sqlite", "tool": "Nsight Systems",
+                   "tool_version": export.get("EXPORT_PRODUCT_VERSION", ""),
+                   "schema_version": export.get("EXPORT_SCHEMA_VERSION", "")},
+        "env": {k: v for k, v in env.items() if v},
+    }
+    if argv:
+        meta["source"]["command"] = argv
+    return meta
+
+
+def read_nsys_rep(path: str | Path) -> Trace:
+    """Export an ``.nsys-rep`` with ``nsys export --type sqlite`` (needs nsys on PATH) and import it."""
+    path = Path(path)
+    nsys = shutil.which("nsys")
+    if nsys is None:
+        raise WorkbenchError(
+            path, "an .nsys-rep needs the Nsight Systems CLI: 'nsys' is not on PATH "
+            "(install Nsight Systems, or export it elsewhere with 'nsys export --type sqlite' and import the .sqlite)"
+        )
+    with tempfile.TemporaryDirectory(prefix="workbench-nsys-") as tmp:
+        out = Path(tmp) / "export.sqlite"
+        proc = subprocess.run(
+            [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(out), str(path)],
+            capture_output=True, text=True,
+        )
+        if proc.returncode != 0 or not out.exists():
+            msg = (proc.stderr or proc.stdout or "").strip().splitlines()
+            raise TraceFormatError(path, f"nsys export failed: {msg[-1] if msg else f'exit {proc.returncode}'}")
+        trace = read_nsys(out)
+    trace.meta["source"]["format"] = "nsys-rep"
+    return trace

@@ -1,0 +1,157 @@
+"""The trace store: ``traces/<name>/`` holds one Parquet file per table and ``manifest.json``.
+
+Writes are atomic: a trace is assembled in a hidden temporary directory beside its final
+place and renamed into it, so a reader (or a crash, or ``kill -9``) sees the complete new
+trace or nothing. Replacing a trace renames the old one away first and deletes it last.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..errors import WorkbenchError
+from .model import SCHEMA, TABLES, Trace
+
+MANIFEST = "manifest.json"
+FORMAT_VERSION = 1
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=-]{0,127}$")
+
+
+def default_root() -> Path:
+    """``$WORKBENCH_TRACES`` or ``./traces``."""
+    return Path(os.environ.get("WORKBENCH_TRACES", "traces"))
+
+
+def check_name(name: str) -> str:
+    """Reject names that could escape the store or hide files (``..``, ``/``, leading dot)."""
+    if not isinstance(name, str) or not _NAME.match(name) or ".." in name:
+        raise WorkbenchError(
+            name, "invalid trace name: use letters, digits and . _ + = - (no path separators, no leading dot, at most 128)"
+        )
+    return name
+
+
+def is_trace_dir(path: Path) -> bool:
+    return path.is_dir() and (path / MANIFEST).is_file()
+
+
+def _json_default(o: Any):
+    import numpy as np
+
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def content_hash(path: Path) -> str:
+    """SHA-256 over the table files of a stored trace, in table order: its identity."""
+    h = hashlib.sha256()
+    for t in TABLES:
+        f = path / f"{t}.parquet"
+        h.update(t.encode())
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, overwrite: bool = False) -> Path:
+    """Store ``trace`` as ``<root>/<name>/`` atomically and return that directory."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    check_name(name)
+    root = Path(root) if root is not None else default_root()
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / name
+    if final.exists() and not overwrite:
+        raise WorkbenchError(final, "a trace with this name exists (choose another --name, or overwrite)")
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
+    try:
+        for t in TABLES:
+            table = pa.Table.from_pandas(trace.tables[t][list(SCHEMA[t])], preserve_index=False)
+            # Fixed writer settings keep files byte-identical for identical tables.
+            pq.write_table(table, tmp / f"{t}.parquet", compression="zstd", write_statistics=True)
+        meta = dict(trace.meta)
+        meta["name"] = name
+        meta["format_version"] = FORMAT_VERSION
+        meta["counts"] = {t: int(len(trace.tables[t])) for t in TABLES}
+        meta["content_sha256"] = content_hash(tmp)
+        with open(tmp / MANIFEST, "w") as fh:
+            json.dump(meta, fh, indent=2, sort_keys=True, default=_json_default)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        _publish(tmp, final, overwrite)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    trace.name, trace.path, trace.meta = name, str(final), meta
+    return final
+
+
+def _publish(tmp: Path, final: Path, overwrite: bool) -> None:
+    if not overwrite:
+        try:
+            os.rename(tmp, final)  # fails if another writer got there first: no clobbering
+        except OSError:
+            raise WorkbenchError(final, "a trace with this name exists (another writer stored it first)") from None
+        return
+    old = None
+    if final.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".old-{final.name}-", dir=final.parent))
+        os.rename(final, old / "trace")
+    os.rename(tmp, final)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def load(path: str | os.PathLike) -> Trace:
+    """Open a stored trace directory."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.is_dir():
+        raise WorkbenchError(path, "not a directory")
+    man = path / MANIFEST
+    if not man.is_file():
+        raise WorkbenchError(path, "not a trace directory (no manifest.json)")
+    try:
+        meta = json.loads(man.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise WorkbenchError(man, f"unreadable manifest: {e}") from None
+    if not isinstance(meta, dict):
+        raise WorkbenchError(man, "manifest is not a JSON object")
+    tables = {}
+    for t in TABLES:
+        f = path / f"{t}.parquet"
+        try:
+            df = pq.read_table(f).to_pandas()
+        except FileNotFoundError:
+            raise WorkbenchError(path, f"trace is missing {t}.parquet") from None
+        except Exception as e:  # pyarrow raises several types for damaged files
+            raise WorkbenchError(f, f"damaged table: {str(e).splitlines()[0]}") from None
+        missing = [c for c in SCHEMA[t] if c not in df]
+        if missing:
+            raise WorkbenchError(f, f"table lacks column(s) {', '.join(missing)}")
+        if "path" in df:
+            df["path"] = df["path"].astype("string")
+        tables[t] = df
+    return Trace(tables, meta, name=meta.get("name", path.name), path=str(path))
+
+
+def list_traces(root: str | os.PathLike | None = None) -> list[str]:
+    """Names of the stored traces under ``root``, sorted."""
+    root = Path(root) if root is not None else default_root()
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if not p.name.startswith(".") and is_trace_dir(p))
