@@ -4,3 +4,7 @@ from .projection import NO_LAUNCH, NO_RANGE, project, range_layers
 from .tables import BY, launches_per_step, summary
 
 __all__ = ["NO_LAUNCH", "NO_RANGE", "project", "range_layers", "BY", "launches_per_step", "summary"]
+
+from .diff import Alignment, TraceDiff, align, check_gates, diff  # noqa: E402
+
+__all__ += ["Alignment", "TraceDiff", "align", "check_gates", "diff"]
