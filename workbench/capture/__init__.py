@@ -1,0 +1,127 @@
+"""Capture a workload variant into ``traces/<name>/``.
+
+``capture("decoder", {"kv_write": "fused"}, engine="eager", backend="torch")`` builds the
+engine, times it (warm-up, repetitions, CUDA events on a GPU), records ``steps`` decode
+steps with the chosen backend, imports the result, and stores it with a manifest:
+
+* ``capture``: backend, engine, workload, variant, steps, the exact command(s);
+* ``env``: GPU, driver, CUDA, torch, Triton, nsys, Python, git revision, host;
+* ``timing``: prefill and decode-step times (median, min-max, samples);
+* ``outputs``: greedy tokens and logits, for equality checks between variants.
+
+Everything is checked before any work starts, and the trace is built in a temporary
+directory outside the store and published atomically, so a failure leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import shlex
+import tempfile
+from pathlib import Path
+
+from ..errors import WorkbenchError
+
+BACKENDS = ("torch", "nsys")
+DEVICES = ("cpu", "cuda")
+
+
+def _check(workload: str, variant: dict | None, engine: str, backend: str, device: str | None):
+    import torch
+
+    from .. import engines, workloads
+
+    resolved = workloads.resolve(workload, variant)
+    engines.check_kind(engine)
+    if backend not in BACKENDS:
+        raise WorkbenchError(f"backend {backend}", f"unknown capture backend (choose from {', '.join(BACKENDS)})")
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device.split(":")[0] not in DEVICES:
+        raise WorkbenchError(f"device {device}", f"unknown device (choose from {', '.join(DEVICES)})")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise WorkbenchError(f"device {device}", "no CUDA GPU is available to this process")
+    if backend == "nsys":
+        from .nsys_backend import find_nsys
+
+        find_nsys()
+        if not device.startswith("cuda"):
+            raise WorkbenchError("backend nsys", "records CUDA and NVTX only: it needs --device cuda")
+    if engine == "tensorrt" and backend != "nsys":
+        raise WorkbenchError("engine tensorrt", "TensorRT runs inside trtexec: capture it with --backend nsys")
+    return resolved, device
+
+
+def default_name(workload: str, variant: dict, engine: str, backend: str) -> str:
+    from .. import workloads
+
+    options = workloads.get(workload).options
+    changed = [f"{k}-{v}" for k, v in variant.items() if v != options[k].default]
+    return "-".join([workload, *changed, engine, backend]).replace("_", "").replace(".", "p")
+
+
+def cli_command(workload: str, variant: dict, engine: str, backend: str, name: str, steps: int,
+                repeats: int, warmup: int, device: str) -> list[str]:
+    """The CLI line equivalent to an API call, recorded when no real argv exists."""
+    argv = ["workbench", "capture", workload]
+    for k, v in variant.items():
+        argv += ["--variant", f"{k}={v}"]
+    return argv + ["--engine", engine, "--backend", backend, "--name", name, "--steps", str(steps),
+                   "--repeats", str(repeats), "--warmup", str(warmup), "--device", device]
+
+
+def capture(workload: str, variant: dict | None = None, *, engine: str = "eager", backend: str = "torch",
+            name: str | None = None, steps: int = 3, repeats: int = 10, warmup: int = 2,
+            device: str | None = None, root: str | Path | None = None, overwrite: bool = False,
+            progress: bool = True, command: list[str] | None = None):
+    """Capture one variant and store it; returns the stored ``Trace``."""
+    from ..trace import default_root, import_file, save
+    from ..trace.store import check_name
+    from .env import environment
+
+    if steps < 1 or repeats < 1 or warmup < 1:
+        raise WorkbenchError("capture", "steps, repeats and warmup must be at least 1")
+    resolved, device = _check(workload, variant, engine, backend, device)
+    name = name or default_name(workload, resolved, engine, backend)
+    check_name(name)
+    target = Path(root) if root is not None else default_root()
+    if (target / name).exists() and not overwrite:
+        raise WorkbenchError(target / name, "a trace with this name exists (choose another --name, or overwrite)")
+    spec = {"workload": workload, "variant": resolved, "engine": engine, "device": device,
+            "steps": steps, "repeats": repeats, "warmup": warmup, "progress": progress}
+    argv = command or cli_command(workload, dict(variant or {}), engine, backend, name, steps, repeats,
+                                  warmup, device)
+
+    with tempfile.TemporaryDirectory(prefix="workbench-capture-") as tmp:
+        workdir = Path(tmp)
+        if engine == "tensorrt":
+            from .. import engines
+            from .nsys_backend import capture_tensorrt
+
+            built = engines.build(workload, resolved, engine, device)
+            trace_file, result, tool_cmd = capture_tensorrt(built, spec, workdir)
+        elif backend == "nsys":
+            from .nsys_backend import capture as run_backend
+
+            trace_file, result, tool_cmd = run_backend(spec, workdir)
+        else:
+            from .torch_backend import capture as run_backend
+
+            trace_file, result, tool_cmd = run_backend(spec, workdir)
+        trace = import_file(trace_file)
+
+    nsys = None
+    if backend == "nsys":
+        from .nsys_backend import find_nsys
+
+        nsys = find_nsys()
+    trace.meta.update({
+        "capture": {"backend": backend, "engine": engine, "workload": workload, "variant": resolved,
+                    "device": device, "steps": steps, "repeats": repeats, "warmup": warmup,
+                    "command": argv, "command_line": shlex.join(argv), "tool_command": tool_cmd,
+                    "engine_info": result["engine"]},
+        "env": environment(device, nsys),
+        "timing": result["timing"],
+        "outputs": result.get("outputs"),
+    })
+    save(trace, name, root=root, overwrite=overwrite)
+    return trace

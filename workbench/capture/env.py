@@ -1,0 +1,70 @@
+"""The environment manifest: what produced a capture, so a trace can be reproduced and trusted."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _out(cmd: list[str], cwd: str | None = None) -> str | None:
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd=cwd)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def git_revision() -> dict:
+    """The checkout's commit and whether it had changes; ``WORKBENCH_GIT_REVISION`` wins
+    (a copied working tree on a lent machine has no ``.git``)."""
+    if os.environ.get("WORKBENCH_GIT_REVISION"):
+        return {"revision": os.environ["WORKBENCH_GIT_REVISION"], "source": "WORKBENCH_GIT_REVISION"}
+    repo = str(Path(__file__).resolve().parents[2])
+    rev = _out(["git", "rev-parse", "HEAD"], cwd=repo)
+    if rev is None:
+        return {"revision": None}
+    dirty = _out(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo)
+    return {"revision": rev, "dirty": bool(dirty)}
+
+
+def nsys_version(nsys: str | None = None) -> str | None:
+    nsys = nsys or shutil.which("nsys")
+    return _out([nsys, "--version"]) if nsys else None
+
+
+def environment(device: str, nsys: str | None = None) -> dict:
+    import torch
+
+    env = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "hostname": socket.gethostname(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "device": device,
+        "git": git_revision(),
+        "executable": sys.executable,
+    }
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except ImportError:
+        env["triton"] = None
+    if device.startswith("cuda"):
+        props = torch.cuda.get_device_properties(torch.device(device))
+        env["gpu"] = props.name
+        env["gpu_memory_gib"] = round(props.total_memory / 2**30, 1)
+        env["compute_capability"] = f"{props.major}.{props.minor}"
+        smi = _out(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+        env["driver"] = smi.splitlines()[0] if smi else None
+    else:
+        env["gpu"] = None
+        env["driver"] = None
+    env["nsys"] = nsys_version(nsys)
+    return env

@@ -1,0 +1,78 @@
+"""One capture session: build the engine, time it, then run the captured decode steps.
+
+Both backends run this: the torch backend in its own process with a profiler window, the nsys
+backend in a child process under ``nsys profile`` (``python -m workbench.capture.session
+SPEC RESULT``) with a ``cudaProfilerStart/Stop`` window. A spec is a JSON-able dict:
+workload, variant (resolved), engine, device, steps, repeats, warmup, progress.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+
+from ..errors import WorkbenchError
+
+
+def encode_outputs(logits, tokens: list[int]) -> dict:
+    """Logits as base64 float32 so a manifest can prove two variants equal later."""
+    arr = logits.float().contiguous().numpy()
+    return {"tokens": tokens, "logits_shape": list(arr.shape),
+            "logits_f32_b64": base64.b64encode(arr.tobytes()).decode()}
+
+
+def decode_outputs(outputs: dict):
+    import numpy as np
+    import torch
+
+    arr = np.frombuffer(base64.b64decode(outputs["logits_f32_b64"]), dtype=np.float32)
+    return torch.from_numpy(arr.reshape(outputs["logits_shape"]).copy()), list(outputs["tokens"])
+
+
+def execute(spec: dict, window) -> dict:
+    """Time the engine and run ``spec["steps"]`` decode steps inside ``window``."""
+    from .. import engines, run
+
+    engine = engines.build(spec["workload"], spec["variant"], spec["engine"], spec["device"])
+    try:
+        measured = run.time_engine(engine, steps=spec["steps"], repeats=spec["repeats"],
+                                   warmup=spec["warmup"], progress=spec.get("progress", True))
+        run.generate(engine, spec["steps"], window=window)
+    except WorkbenchError:
+        raise
+    except Exception as e:  # the workload's code failed: one clear line, not a traceback
+        raise WorkbenchError(f"workload {spec['workload']}", f"run failed: {type(e).__name__}: {e}") from e
+    return {"timing": measured["timing"], "outputs": encode_outputs(measured["logits"], measured["tokens"]),
+            "engine": engine.info}
+
+
+def _child(spec_path: str, result_path: str) -> int:
+    import contextlib
+
+    import torch
+
+    @contextlib.contextmanager
+    def profiler_api_window():
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+        try:
+            yield
+        finally:
+            torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
+
+    with open(spec_path) as fh:
+        spec = json.load(fh)
+    try:
+        result = execute(spec, profiler_api_window())
+        code = 0
+    except WorkbenchError as e:
+        result, code = {"error": {"where": e.where, "problem": e.problem}}, 2
+    with open(result_path, "w") as fh:
+        json.dump(result, fh)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1], sys.argv[2]))

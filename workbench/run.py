@@ -1,0 +1,133 @@
+"""Timed runs of an engine: warm-up, N repetitions, outputs kept for the equality check.
+
+One repetition is a prefill of the prompt followed by ``steps`` one-token greedy decode steps,
+under the ranges ``prefill`` and ``step_i``. Prefill and each decode step are timed separately,
+with CUDA events on a GPU (no host synchronization inside a repetition) and the host clock on
+CPU. The first warm-up repetition also keeps the logits and tokens, which ``compare`` checks
+across variants.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+
+from .annotate import annotate
+
+# Largest logit difference still called "equal", relative to the logits' magnitude (>= 1).
+TOLERANCE = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 3e-2}
+
+
+class _HostClock:
+    kind = "host"
+
+    def __init__(self):
+        self.marks: dict[str, list] = {"prefill": [], "decode": []}
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        t0 = time.perf_counter_ns()
+        yield
+        self.marks[name].append((time.perf_counter_ns() - t0) / 1e6)
+
+    def collect(self) -> dict[str, list[float]]:
+        out, self.marks = self.marks, {"prefill": [], "decode": []}
+        return out
+
+
+class _EventClock(_HostClock):
+    kind = "cuda_event"
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        import torch
+
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        yield
+        end.record()
+        self.marks[name].append((start, end))
+
+    def collect(self) -> dict[str, list[float]]:
+        import torch
+
+        torch.cuda.synchronize()
+        return {k: [s.elapsed_time(e) for s, e in v] for k, v in super().collect().items()}
+
+
+class _NoClock:
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        yield
+
+
+def generate(engine, steps: int, *, clock=None, window=None, keep: bool = False):
+    """Prefill, then ``steps`` greedy decode steps; ``window`` wraps the decode steps only.
+
+    Returns ``(logits, tokens)`` copied to the host when ``keep``, else ``None``.
+    """
+    import torch
+
+    clock = clock or _NoClock()
+    kept = []
+    with clock.phase("prefill"), annotate("prefill"):
+        logits = engine.prefill()
+        token = logits.argmax(-1)
+    if keep:
+        kept.append((logits.float().cpu(), token.cpu()))
+    ctx = engine.instance.ctx
+    with window if window is not None else contextlib.nullcontext():
+        for i in range(steps):
+            with clock.phase("decode"), annotate(f"step_{i}"):
+                logits = engine.decode(token, ctx + i)
+                token = logits.argmax(-1)
+            if keep:
+                kept.append((logits.float().cpu(), token.cpu()))
+        if engine.instance.device.type == "cuda":
+            torch.cuda.synchronize()
+    if not keep:
+        return None
+    return torch.cat([lg for lg, _ in kept]), [int(t) for _, t in kept]
+
+
+def stats(samples: list[float]) -> dict:
+    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples),
+            "mean": statistics.fmean(samples), "n": len(samples),
+            "samples": [round(s, 5) for s in samples]}
+
+
+def time_engine(engine, *, steps: int = 3, repeats: int = 10, warmup: int = 2, progress: bool = True) -> dict:
+    """Warm up, then time ``repeats`` repetitions; returns timing and the reference outputs."""
+    from tqdm.auto import tqdm
+
+    warmup = max(1, warmup)  # the first warm-up repetition is also the output reference
+    logits, tokens = generate(engine, steps, keep=True)
+    for _ in range(warmup - 1):
+        generate(engine, steps)
+    clock = _EventClock() if engine.instance.device.type == "cuda" else _HostClock()
+    prefill, decode, per_rep = [], [], []
+    for _ in tqdm(range(repeats), desc=f"timing {engine.kind}", unit="rep", disable=not progress or None,
+                  leave=False):
+        generate(engine, steps, clock=clock)
+        marks = clock.collect()
+        prefill += marks["prefill"]
+        decode += marks["decode"]
+        per_rep.append(statistics.fmean(marks["decode"]) if marks["decode"] else 0.0)
+    timing = {"timer": clock.kind, "warmup": warmup, "repeats": repeats, "decode_steps": steps,
+              "prefill_ms": stats(prefill)}
+    if steps:
+        timing["decode_step_ms"] = stats(decode)
+        # Min-max over repetitions of each repetition's mean step: the run-to-run spread.
+        timing["decode_step_ms_per_repeat"] = stats(per_rep)
+    return {"timing": timing, "logits": logits, "tokens": tokens}
+
+
+def compare(logits_a, tokens_a, logits_b, tokens_b, dtype: str) -> dict:
+    """Max abs logit difference and token equality between two runs of the same prompt."""
+    diff = float((logits_a - logits_b).abs().max())
+    scale = max(1.0, float(logits_a.abs().max()))
+    tol = TOLERANCE.get(dtype, 1e-4) * scale
+    same_tokens = list(tokens_a) == list(tokens_b)
+    return {"max_abs_diff": diff, "tolerance": tol, "tokens_equal": same_tokens,
+            "equal": same_tokens and diff <= tol}

@@ -1,0 +1,201 @@
+"""A small decoder-only transformer with a paged KV cache: the two cases of DESIGN.md.
+
+Per layer the forward pass opens ``layer_NN > {qkv, kv_write, attention, mlp}`` ranges.
+
+* ``kv_write=unfused`` writes K, V and index-K each with aten ops (page = slot // page_size,
+  offset = slot % page_size, two index casts, ``index_put_``): 5 kernels per tensor, 15 per
+  layer. ``kv_write=fused`` calls one Triton kernel per layer (``kv_fused.py``).
+* ``cache_rows=full`` attends over the whole allocation (``rows``, masked beyond the cached
+  prefix); ``cache_rows=bucketed`` binds only the cached prefix rounded up to ``bucket`` rows,
+  so shapes change only when the bucket does.
+
+One sequence owns the allocation with its pages in order, so attention reads the cache as a
+contiguous row view while the write path is still the paged (page, offset) one. Weights and
+the prompt come from ``seed`` on the CPU, so every device and variant starts identical.
+
+Instance contract used by engines and the runner: ``forward(tokens, positions, rows)`` runs
+the model over ``tokens`` at ``positions`` (int32, also the cache slots) attending over the
+first ``rows`` cache rows and returns the last position's logits; ``rows_for(n)`` is the row
+count to bind once ``n`` rows are cached; ``regions`` maps region names to the pure functions
+``forward`` calls (an engine may replace them, e.g. with compiled versions); ``prompt``,
+``rows``, ``info``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..annotate import annotate
+from . import Option
+
+OPTIONS = {
+    "kv_write": Option("unfused", ("unfused", "fused"), "how K, V and index-K reach the cache"),
+    "cache_rows": Option("full", ("full", "bucketed"), "rows bound for attention"),
+    "layers": Option(8, None, "decoder layers"),
+    "heads": Option(8, None, "attention heads"),
+    "head_dim": Option(64, None, "size of one head"),
+    "index_dim": Option(64, None, "size of the index-K row written next to K and V"),
+    "mlp_dim": Option(2048, None, "MLP hidden size"),
+    "vocab": Option(2048, None, "vocabulary size"),
+    "page_size": Option(16, None, "rows per KV-cache page"),
+    "rows": Option(10368, None, "rows in the KV allocation"),
+    "bucket": Option(256, None, "bucket size for cache_rows=bucketed"),
+    "ctx": Option(128, None, "prompt length (cached rows when decoding starts)"),
+    "dtype": Option("auto", ("auto", "bfloat16", "float16", "float32"), "auto: bfloat16 on CUDA, float32 on CPU"),
+    "seed": Option(0, None, "seed for weights and prompt"),
+}
+
+
+def bucket_rows(cached: int, bucket: int, rows: int) -> int:
+    """Rows to bind for ``cached`` rows: rounded up to ``bucket``, at least one, at most ``rows``.
+
+    An empty cache still binds one (masked) row so attention keeps a valid shape.
+    """
+    return min(rows, max(1, -(-cached // bucket) * bucket))
+
+
+# --- regions: pure functions of tensors, so one compiled version serves every layer -------
+
+def qkv(x, w_qkv, heads: int, head_dim: int):
+    n, kv = x.shape[0], heads * head_dim
+    out = x @ w_qkv
+    q = out[:, :kv]
+    k = out[:, kv:2 * kv].view(n, heads, head_dim)
+    v = out[:, 2 * kv:3 * kv].view(n, heads, head_dim)
+    return q, k, v, out[:, 3 * kv:]
+
+
+def kv_write_unfused(slots, k, v, ik, k_cache, v_cache, ik_cache):
+    page_size = k_cache.shape[1]
+    for new, cache in ((k, k_cache), (v, v_cache), (ik, ik_cache)):
+        page = slots // page_size
+        offset = slots % page_size
+        cache.index_put_((page.long(), offset.long()), new)
+
+
+def kv_write_fused(slots, k, v, ik, k_cache, v_cache, ik_cache):
+    import torch
+
+    torch.ops.workbench.kv_write_fused(slots, k, v, ik, k_cache, v_cache, ik_cache)
+
+
+def attention(x, q, k_cache, v_cache, positions, row_ids, w_o):
+    import torch
+    import torch.nn.functional as F
+
+    n, rows = q.shape[0], row_ids.shape[0]
+    heads, dim = k_cache.shape[-2:]
+    keys = k_cache.view(-1, heads, dim)[:rows].transpose(0, 1)
+    values = v_cache.view(-1, heads, dim)[:rows].transpose(0, 1)
+    # Causal over cache rows: query at position p sees rows 0..p; rows past it are masked.
+    mask = torch.full((n, rows), float("-inf"), dtype=q.dtype, device=q.device)
+    mask.masked_fill_(row_ids[None, :] <= positions[:, None], 0.0)
+    out = F.scaled_dot_product_attention(
+        q.view(n, heads, dim).transpose(0, 1)[None], keys[None], values[None], attn_mask=mask[None, None])
+    return x + out[0].transpose(0, 1).reshape(n, heads * dim) @ w_o
+
+
+def mlp(x, w_up, w_down):
+    import torch.nn.functional as F
+
+    return x + F.gelu(x @ w_up) @ w_down
+
+
+def lm_head(x, w_out):
+    return x[-1:] @ w_out
+
+
+class DecoderInstance:
+    def __init__(self, variant: dict, device):
+        import torch
+
+        from ..errors import WorkbenchError
+
+        v = self.variant = variant
+        for key in ("layers", "heads", "head_dim", "index_dim", "mlp_dim", "vocab", "page_size", "rows", "bucket", "ctx"):
+            if v[key] < 1:
+                raise WorkbenchError(f"variant {key}", f"must be positive, got {v[key]}")
+        if v["rows"] % v["page_size"]:
+            raise WorkbenchError("variant rows", f"{v['rows']} is not a multiple of page_size {v['page_size']}")
+        if v["ctx"] >= v["rows"]:
+            raise WorkbenchError("variant ctx", f"prompt of {v['ctx']} leaves no room to decode in {v['rows']} rows")
+        self.device = torch.device(device)
+        if v["dtype"] == "auto":
+            self.dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        else:
+            self.dtype = getattr(torch, v["dtype"])
+        self.rows = v["rows"]
+        self.ctx = v["ctx"]
+        self._build_weights()
+        self.regions = {"qkv": qkv, "attention": attention, "mlp": mlp, "lm_head": lm_head}
+        if v["kv_write"] == "fused":
+            from . import kv_fused
+
+            self.regions["kv_write"] = kv_write_fused
+            impl = kv_fused.implementation(self.device)
+        else:
+            self.regions["kv_write"] = kv_write_unfused
+            impl = "aten"
+        self.info = {"kv_write_impl": impl, "dtype": str(self.dtype).removeprefix("torch.")}
+
+    def _build_weights(self) -> None:
+        import torch
+
+        v = self.variant
+        heads, dim, hidden = v["heads"], v["head_dim"], v["heads"] * v["head_dim"]
+        gen = torch.Generator().manual_seed(v["seed"])
+
+        def weight(*shape):
+            w = torch.randn(*shape, generator=gen) / math.sqrt(shape[0])
+            return w.to(self.device, self.dtype)
+
+        self.embed = torch.randn(v["vocab"], hidden, generator=gen).to(self.device, self.dtype)
+        self.layers = [
+            {"w_qkv": weight(hidden, 3 * hidden + v["index_dim"]), "w_o": weight(hidden, hidden),
+             "w_up": weight(hidden, v["mlp_dim"]), "w_down": weight(v["mlp_dim"], hidden)}
+            for _ in range(v["layers"])
+        ]
+        self.w_out = weight(hidden, v["vocab"])
+        self.prompt = torch.randint(v["vocab"], (v["ctx"],), generator=gen).to(self.device)
+        pages = self.rows // v["page_size"]
+        kv_shape = (pages, v["page_size"], heads, dim)
+        self.caches = [
+            (torch.zeros(kv_shape, device=self.device, dtype=self.dtype),
+             torch.zeros(kv_shape, device=self.device, dtype=self.dtype),
+             torch.zeros(pages, v["page_size"], v["index_dim"], device=self.device, dtype=self.dtype))
+            for _ in range(v["layers"])
+        ]
+        self.row_ids = torch.arange(self.rows, device=self.device, dtype=torch.int32)
+
+    def rows_for(self, cached: int) -> int:
+        if self.variant["cache_rows"] == "full":
+            return self.rows
+        return bucket_rows(cached, self.variant["bucket"], self.rows)
+
+    def forward(self, tokens, positions, rows: int):
+        r, heads, dim = self.regions, self.variant["heads"], self.variant["head_dim"]
+        x = self.embed[tokens]
+        row_ids = self.row_ids[:rows]
+        for i, (w, (k_cache, v_cache, ik_cache)) in enumerate(zip(self.layers, self.caches)):
+            with annotate(f"layer_{i:02d}"):
+                with annotate("qkv"):
+                    q, k, v, ik = r["qkv"](x, w["w_qkv"], heads, dim)
+                with annotate("kv_write"):
+                    r["kv_write"](positions, k, v, ik, k_cache, v_cache, ik_cache)
+                with annotate("attention"):
+                    x = r["attention"](x, q, k_cache, v_cache, positions, row_ids, w["w_o"])
+                with annotate("mlp"):
+                    x = r["mlp"](x, w["w_up"], w["w_down"])
+        with annotate("lm_head"):
+            return r["lm_head"](x, self.w_out)
+
+
+class Decoder:
+    name = "decoder"
+    options = OPTIONS
+
+    def create(self, variant: dict, device) -> DecoderInstance:
+        return DecoderInstance(variant, device)
+
+
+DECODER = Decoder()
