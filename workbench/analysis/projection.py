@@ -73,8 +73,9 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     ``trace.sql`` as the view ``projected``.
     """
     key = f"projected:{layer_regex}"
-    cached = trace.views.get(key)
+    cached = trace.memo.get(key)
     if cached is not None:
+        trace.views["projected"] = cached
         return cached
     k = trace.kernels
     r = trace.ranges
@@ -106,7 +107,7 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     out["step"] = pd.Categorical(steps)
     out["layer"] = layers
     out["status"] = pd.Categorical(status, categories=["range", "no_range", "no_launch"])
-    trace.views[key] = out
+    trace.memo[key] = out
     trace.views["projected"] = out
     return out
 

@@ -110,6 +110,8 @@ class Trace:
     path: str | None = None  # the stored trace directory, once saved or loaded
     # Derived tables (analysis attaches ``projected``), visible to :meth:`sql`.
     views: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
+    # Analysis results keyed by their parameters, so repeated calls don't recompute.
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def kernels(self) -> pd.DataFrame:
