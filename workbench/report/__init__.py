@@ -1,0 +1,80 @@
+"""Reproducible performance-investigation reports: self-contained HTML and PR-ready Markdown.
+
+::
+
+    import workbench as wb
+    r = wb.report("h200-kvwrite-unfused-eager-nsys", "h200-kvwrite-fused-eager-nsys",
+                  html="report.html", md="report.md")
+    r            # shows the Markdown in a notebook
+    r.markdown   # the text to paste into a PR
+
+One job per module: ``inputs`` loads and checks traces and sweeps, ``build`` turns them into
+the report model (numbers, tables, gaps), ``figures`` asks :mod:`workbench.viz` for plots,
+``markdown`` and ``html`` render, ``output`` writes atomically. The same stored traces always
+give byte-identical files: nothing reads the clock or the checkout, figure ids are content
+hashes, and every trace is named with its content hash.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["report", "Result"]
+
+
+@dataclass
+class Result:
+    """A generated report: ``markdown`` (str), ``html`` (str, rendered on first use), the
+    ``model`` both are rendered from, and the ``written`` file paths."""
+
+    markdown: str
+    model: Any
+    written: list[str] = field(default_factory=list)
+    _inputs: Any = field(default=None, repr=False)
+    _diff: Any = field(default=None, repr=False)
+    _sweep: Any = field(default=None, repr=False)
+    _html: str | None = field(default=None, repr=False)
+
+    @property
+    def html(self) -> str:
+        if self._html is None:
+            from . import figures, html
+
+            figs = figures.build(self._inputs, self._diff, self.model.changed_ranges, self._sweep)
+            self._html = html.render(self.model, figs)
+        return self._html
+
+    def _repr_markdown_(self) -> str:
+        return self.markdown
+
+
+def report(base, fix, *more, html: str | os.PathLike | None = None, md: str | os.PathLike | None = None,
+           sweep: str | os.PathLike | None = None, title: str | None = None, allow_mixed: bool = False,
+           root: str | os.PathLike | None = None, layer_regex: str | None = None) -> Result:
+    """Compare ``base`` and ``fix`` (stored trace names or directories, capture files, or
+    stored :class:`~workbench.Trace` objects), plus any ``more`` traces, and optionally a
+    ``sweep`` results JSON; write ``html`` and/or ``md`` if given.
+
+    Raises :class:`~workbench.WorkbenchError` for a missing trace, traces of different workloads
+    (unless ``allow_mixed``), or an output path that is a directory or in a missing folder;
+    nothing is written unless every output rendered.
+    """
+    from ..analysis.diff import STEP_REGEX, diff
+    from . import build, markdown, output
+    from .inputs import load_sweep, load_traces
+
+    targets = output.check_targets(html=html, md=md)
+    inputs = load_traces(base, fix, more, root=root, allow_mixed=allow_mixed)
+    sw = load_sweep(sweep) if sweep is not None else None
+    d = diff(inputs[0].trace, inputs[1].trace, layer_regex=layer_regex, step_regex=STEP_REGEX)
+    model = build.build(inputs, d, sw, title=title, allow_mixed=allow_mixed)
+    result = Result(markdown.render(model), model, _inputs=inputs, _diff=d, _sweep=sw)
+    files = {}
+    if "md" in targets:
+        files[targets["md"]] = result.markdown
+    if "html" in targets:
+        files[targets["html"]] = result.html
+    result.written = output.write_all(files)
+    return result

@@ -1,0 +1,76 @@
+"""Fixed number formatting: the same value always prints the same way (reports are compared
+byte for byte)."""
+
+from __future__ import annotations
+
+import math
+
+
+def num(x: float) -> str:
+    """Counts that may be per-step averages: ``15``, ``15.33``."""
+    x = float(x)
+    if not math.isfinite(x):
+        return "n/a"
+    return f"{x:.0f}" if x.is_integer() else f"{x:.2f}"
+
+
+def ms(x: float) -> str:
+    """Milliseconds with about four significant digits."""
+    x = float(x)
+    if not math.isfinite(x):
+        return "n/a"
+    a = abs(x)
+    if a >= 100:
+        return f"{x:.1f}"
+    if a >= 10:
+        return f"{x:.2f}"
+    if a >= 1:
+        return f"{x:.3f}"
+    return f"{x:.4f}"
+
+
+def us_from_ns(ns: float) -> str:
+    """Nanoseconds shown as microseconds, one decimal."""
+    x = float(ns) / 1000.0
+    return "n/a" if not math.isfinite(x) else f"{x:,.1f}"
+
+
+def pct(new: float, old: float) -> str:
+    """``-85.0%``; ``n/a`` when the base is zero."""
+    if not old or not math.isfinite(old) or not math.isfinite(new):
+        return "n/a"
+    p = 100.0 * (new - old) / old
+    if abs(p) < 0.05:
+        return "0.0%"
+    return f"{p:+.1f}%"
+
+
+def ratio(new: float, old: float) -> str:
+    """``6.68x faster`` / ``1.20x slower`` for times."""
+    if not old or not new or not math.isfinite(old) or not math.isfinite(new):
+        return ""
+    r = old / new
+    if abs(r - 1) < 0.005:
+        return "same"
+    return f"{r:.2f}x faster" if r > 1 else f"{1 / r:.2f}x slower"
+
+
+def signed(x: float) -> str:
+    x = float(x)
+    if x == 0:
+        return "0"
+    return ("+" if x > 0 else "-") + num(abs(x))
+
+
+def layer_span(layers: list[int]) -> str:
+    """``[0,1,2,3,5]`` -> ``0–3, 5``."""
+    layers = sorted(set(int(x) for x in layers))
+    parts = []
+    i = 0
+    while i < len(layers):
+        j = i
+        while j + 1 < len(layers) and layers[j + 1] == layers[j] + 1:
+            j += 1
+        parts.append(str(layers[i]) if i == j else f"{layers[i]}\u2013{layers[j]}")
+        i = j + 1
+    return ", ".join(parts)
