@@ -1,0 +1,132 @@
+"""Pick one range instance of a trace and the kernels it launched: what a timeline shows.
+
+A *range key* is a range path with the step level removed, as :func:`workbench.diff` matches
+ranges (``step_2/layer_03/kv_write`` has key ``layer_03/kv_write``). A key names a range in
+every step; :func:`instances` lists its instances in time order, :func:`window` returns one
+instance's sub-ranges and kernels.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..analysis.diff import STEP_REGEX
+from ..analysis.projection import project, range_layers
+from ..errors import WorkbenchError
+from ..trace.model import Trace, layer_pattern
+
+
+def range_keys(trace: Trace, step_regex: str = STEP_REGEX) -> pd.Series:
+    """The step-free key of every range (indexed like ``trace.ranges``)."""
+    r = trace.ranges
+    if not len(r):
+        return pd.Series([], dtype=object)
+    rx = re.compile(step_regex)
+    paths = r["path"].astype(str).to_numpy(dtype=object)
+    roots = np.array([p.split("/", 1)[0] for p in paths], dtype=object)
+    stepped = np.array([bool(rx.search(x)) for x in roots])
+    keys = paths.copy()
+    for i in np.flatnonzero(stepped):
+        p = paths[i]
+        j = p.find("/")
+        keys[i] = p[j + 1:] if j >= 0 else "(step)"
+    return pd.Series(keys, index=r.index)
+
+
+def instances(trace: Trace, key: str, step_regex: str = STEP_REGEX) -> pd.DataFrame:
+    """Ranges (rows of ``trace.ranges``) whose key or full path is ``key``, earliest first."""
+    r = trace.ranges
+    if not len(r):
+        return r
+    keys = range_keys(trace, step_regex)
+    sel = (keys == key).to_numpy() | (r["path"].astype(str) == key).to_numpy()
+    return r[sel].sort_values(["start", "id"], kind="stable")
+
+
+def layer_instance(trace: Trace, layer: int, layer_regex: str | None = None) -> int | None:
+    """Range id of the first range that *is* layer ``layer`` (its own name matches the layer
+    pattern), or None."""
+    r = trace.ranges
+    if not len(r):
+        return None
+    rx = layer_pattern(layer_regex)
+    own = r["name"].astype(str).map(lambda s: bool(rx.search(s))).to_numpy()
+    lay = range_layers(r, layer_regex)
+    sel = r[own & (lay == int(layer))].sort_values(["start", "depth"], kind="stable")
+    return int(sel["id"].iloc[0]) if len(sel) else None
+
+
+def first_step(trace: Trace) -> int | None:
+    """Range id of the earliest top-level range (the first step), or None."""
+    r = trace.ranges
+    if not len(r):
+        return None
+    top = r[r["depth"] == 0].sort_values(["start", "id"], kind="stable")
+    return int(top["id"].iloc[0]) if len(top) else None
+
+
+def resolve(trace: Trace, where=None, step_regex: str = STEP_REGEX) -> int | None:
+    """A range id from ``where``: an int range id, ``("layer", n)``, or a key/path string
+    (first instance). ``None`` means the first step (or None for a trace without ranges)."""
+    if where is None:
+        return first_step(trace)
+    if isinstance(where, (int, np.integer)):
+        if not 0 <= int(where) < len(trace.ranges):
+            raise WorkbenchError(trace.label, f"no range with id {where}")
+        return int(where)
+    if isinstance(where, tuple) and len(where) == 2 and where[0] == "layer":
+        rid = layer_instance(trace, int(where[1]))
+        if rid is None:
+            raise WorkbenchError(trace.label, f"no range for layer {where[1]}")
+        return rid
+    inst = instances(trace, str(where), step_regex)
+    if not len(inst):
+        raise WorkbenchError(trace.label, f"no range {where!s:.200}")
+    return int(inst["id"].iloc[0])
+
+
+@dataclass
+class Window:
+    """One range instance: the range itself, its descendants and the kernels they launched."""
+
+    range_id: int | None
+    ranges: pd.DataFrame   # the range and its descendants, by start
+    kernels: pd.DataFrame  # projected kernels launched inside, by start
+    t0: int                # window start (ns), the origin of the timeline's time axis
+    t1: int
+
+    @property
+    def title(self) -> str:
+        if self.range_id is None or not len(self.ranges):
+            return "whole trace"
+        return str(self.ranges["path"].iloc[0])
+
+
+def window(trace: Trace, where=None, *, max_kernels: int = 20000, step_regex: str = STEP_REGEX) -> Window:
+    """The range instance named by ``where`` (see :func:`resolve`) with its descendants and
+    kernels. A trace without ranges gives its first ``max_kernels`` kernels."""
+    p = project(trace)
+    rid = resolve(trace, where, step_regex)
+    r = trace.ranges
+    if rid is None:
+        k = p.sort_values(["start", "end"], kind="stable").head(max_kernels)
+        sub = r.iloc[:0]
+    else:
+        row = r.iloc[rid]
+        same = (r["pid"].to_numpy() == row["pid"]) & (r["tid"].to_numpy() == row["tid"])
+        inside = same & (r["start"].to_numpy() >= row["start"]) & (r["end"].to_numpy() <= row["end"]) \
+            & (r["depth"].to_numpy() >= row["depth"])
+        sub = r[inside].sort_values(["start", "depth", "id"], ascending=[True, True, True], kind="stable")
+        k = p[np.isin(p["range_id"].to_numpy(), sub["id"].to_numpy())]
+        k = k.sort_values(["start", "end"], kind="stable").head(max_kernels)
+    starts = [int(x) for x in (sub["start"].min() if len(sub) else None, k["start"].min() if len(k) else None)
+              if x is not None and not pd.isna(x)]
+    ends = [int(x) for x in (sub["end"].max() if len(sub) else None, k["end"].max() if len(k) else None)
+            if x is not None and not pd.isna(x)]
+    t0 = min(starts) if starts else 0
+    t1 = max(ends) if ends else t0
+    return Window(rid, sub.reset_index(drop=True), k.reset_index(drop=True), t0, t1)
