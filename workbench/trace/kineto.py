@@ -65,6 +65,7 @@ class _Reader:
             if bare_array:
                 buf = start[1:]
             else:
+                buf = start  # without the BOM, which orjson refuses
                 # Find the traceEvents key; the header before it may be large (device lists).
                 while True:
                     k = buf.find(_KEY)
@@ -179,6 +180,10 @@ def _ident(v) -> int:
     raise TypeError(f"pid/tid {v!r}")
 
 
+# Times beyond 2**62 ns (~146 years) cannot be held as int64 nanoseconds with room for start + dur.
+_MAX_US = float(2**62) / 1000.0
+
+
 def _num(values: list, what: str, where) -> np.ndarray:
     try:
         a = np.array(values, dtype=np.float64)
@@ -189,6 +194,10 @@ def _num(values: list, what: str, where) -> np.ndarray:
         raise TraceFormatError(where, f"{what} has a non-numeric value")
     if not np.isfinite(a).all():
         raise TraceFormatError(where, f"{what} is missing or not finite in {int((~np.isfinite(a)).sum())} event(s)")
+    if any(v is True or v is False for v in values):
+        raise TraceFormatError(where, f"{what} has a non-numeric value (true/false)")
+    if len(a) and np.abs(a).max() >= _MAX_US:
+        raise TraceFormatError(where, f"{what} out of range: {a[np.argmax(np.abs(a))]:.6g} us (more than 140 years)")
     return a
 
 
@@ -382,11 +391,14 @@ def _begin_end(BE, open_b, rng, rnames, where):
     """Pair B/E user_annotation events per thread into ranges."""
     names, starts, ends, pids, tids = [], [], [], [], []
     for e in BE:
-        key = (_ident(e.get("pid")), _ident(e.get("tid")))
+        try:
+            key = (_ident(e.get("pid")), _ident(e.get("tid")))
+        except TypeError as err:
+            raise TraceFormatError(where, f"range begin/end: {err}") from None
         ts = e.get("ts")
         if not isinstance(ts, (int, float)) or isinstance(ts, bool):
             raise TraceFormatError(where, f"range ts is not a number: {str(ts)[:60]!r}")
-        ts = int(_ns(np.array([ts], dtype=np.float64))[0])
+        ts = int(_ns(_num([ts], "range ts", where))[0])
         stack = open_b.setdefault(key, [])
         if e.get("ph") == "B":
             n = e.get("name")
@@ -427,7 +439,8 @@ def _cpu_work_units(ops: pd.DataFrame) -> pd.DataFrame:
 
 def _meta(header: dict, counts: dict, gpu_events: bool) -> dict:
     gpus = []
-    for d in header.get("deviceProperties") or []:
+    devices = header.get("deviceProperties")
+    for d in devices if isinstance(devices, list) else []:
         if isinstance(d, dict) and isinstance(d.get("name"), str):
             gpus.append(d["name"])
     env = {"gpu": sorted(set(gpus)) and ", ".join(sorted(set(gpus)))}
