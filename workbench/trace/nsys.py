@@ -128,7 +128,14 @@ def _ints(df: pd.DataFrame, col: str, where: Path, table: str, default: int | No
         if default is None:
             raise TraceFormatError(where, f"{table}.{col}: {int(s.isna().sum())} NULL or non-numeric value(s)")
         s = s.fillna(default)
-    return s.to_numpy().astype(np.int64)
+    return _int64(s.to_numpy(), where, f"{table}.{col}")
+
+
+def _int64(a: np.ndarray, where: Path, what: str) -> np.ndarray:
+    """Cast to int64, refusing values (REAL in an INTEGER column) that int64 cannot hold."""
+    if a.dtype.kind == "f" and len(a) and np.nanmax(np.abs(a)) >= 2.0**63:
+        raise TraceFormatError(where, f"{what}: value out of range ({a[np.nanargmax(np.abs(a))]:.6g})")
+    return a.astype(np.int64)
 
 
 def _lookup(ids: np.ndarray, strings: dict[int, str], where: Path, what: str) -> np.ndarray:
@@ -154,10 +161,14 @@ def read_nsys(path: str | Path) -> Trace:
             con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
         except sqlite3.Error as e:
             raise TraceFormatError(path, f"cannot open SQLite file ({e})") from None
+        # TEXT that is not valid UTF-8 (a damaged page, another writer) decodes with U+FFFD.
+        con.text_factory = lambda b: b.decode("utf-8", "replace")
         try:
             return _read(_Db(con, path), path)
         except sqlite3.DatabaseError as e:
             raise TraceFormatError(path, f"damaged SQLite file ({e})") from None
+        except UnicodeDecodeError:  # SQLite's own error message quoted damaged bytes
+            raise TraceFormatError(path, "damaged SQLite file (malformed schema or page)") from None
         finally:
             con.close()
 
@@ -258,7 +269,7 @@ def _ranges(db: _Db, strings, where) -> pd.DataFrame:
     return pd.DataFrame({
         "name": pd.Categorical(text),
         "start": starts,
-        "end": ends.astype(np.int64),
+        "end": _int64(ends, where, f"{NVTX}.end"),
         "pid": _pid(gtid),
         "tid": _tid(gtid),
         "domain": pd.Categorical([domains.get(int(d), f"domain {d}") for d in domain_ids]),
