@@ -40,6 +40,7 @@ def _check(workload: str, variant: dict | None, engine: str, backend: str, devic
         raise WorkbenchError(f"device {device}", f"unknown device (choose from {', '.join(DEVICES)})")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise WorkbenchError(f"device {device}", "no CUDA GPU is available to this process")
+    engines.check(engine, device)
     if backend == "nsys":
         from .nsys_backend import find_nsys
 

@@ -55,15 +55,8 @@ def build_key(workload: str, variant: dict, kind: str, device: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def build(workload: str, variant: dict, kind: str, device: str):
-    """The engine for this (already resolved) variant, built once per key and process."""
-    from .. import workloads
-
+def engine_class(kind: str):
     check_kind(kind)
-    key = build_key(workload, variant, kind, device)
-    engine = _built.get(key)
-    if engine is not None:
-        return engine
     if kind == "tensorrt":
         from .tensorrt import TensorRTEngine as cls
     elif kind == "compile":
@@ -72,6 +65,23 @@ def build(workload: str, variant: dict, kind: str, device: str):
         from .cudagraph import CudaGraphEngine as cls
     else:
         from .eager import EagerEngine as cls
+    return cls
+
+
+def check(kind: str, device: str) -> None:
+    """Refuse, before any work, an engine that cannot run here (no GPU, no trtexec)."""
+    engine_class(kind).check(device)
+
+
+def build(workload: str, variant: dict, kind: str, device: str):
+    """The engine for this (already resolved) variant, built once per key and process."""
+    from .. import workloads
+
+    cls = engine_class(kind)
+    key = build_key(workload, variant, kind, device)
+    engine = _built.get(key)
+    if engine is not None:
+        return engine
     cls.check(device)
     try:
         instance = workloads.get(workload).create(variant, device)

@@ -32,7 +32,7 @@ class Option:
             elif kind is not type(value) and kind in (int, float, str):
                 value = kind(value)
         except ValueError:
-            raise WorkbenchError(f"variant {key}", f"{value!r} is not a {kind.__name__}") from None
+            raise WorkbenchError(f"variant {key}", f"expected {kind.__name__}, got {value!r}") from None
         if self.choices is not None and value not in self.choices:
             allowed = ", ".join(map(str, self.choices))
             raise WorkbenchError(f"variant {key}", f"unknown value {value!r} (choose from {allowed})")
