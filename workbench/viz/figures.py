@@ -363,6 +363,8 @@ def sweep(data, x: str = "context", y: str = "median_ms", color: str = "variant"
     if color not in df:
         df[color] = "all"
     df[color] = df[color].astype(str)
+    numeric = pd.api.types.is_numeric_dtype(df[x])
+    log_x = log_x and numeric and bool((df[x] > 0).all())
     df = df.sort_values([color, x], kind="stable")
     fig = go.Figure()
     for var in sorted(df[color].unique()):
@@ -373,9 +375,9 @@ def sweep(data, x: str = "context", y: str = "median_ms", color: str = "variant"
             err = dict(type="data", symmetric=False, array=[float(h) - v for h, v in zip(sub[hi], ys)],
                        arrayminus=[v - float(low) for low, v in zip(sub[lo], ys)], thickness=1.5, width=6)
         fig.add_trace(go.Scatter(
-            name=_t(var, 40), x=[float(v) for v in sub[x]], y=ys, mode="lines+markers", error_y=err,
+            name=_t(var, 40), x=[float(v) for v in sub[x]] if numeric else [_t(v, 40) for v in sub[x]], y=ys, mode="lines+markers", error_y=err,
             line=dict(color=variant_color(var), width=2.5), marker=dict(size=9),
-            hovertemplate=f"{_t(var, 40)}<br>{_t(x)} %{{x:,}}<br>{_t(y)} %{{y:,.3f}}<extra></extra>"))
+            hovertemplate=f"{_t(var, 40)}<br>{_t(x)} %{{x{':,' if numeric else ''}}}<br>{_t(y)} %{{y:,.3f}}<extra></extra>"))
     _layout(fig, title or f"{_t(y)} vs {_t(x)}", xaxis_title=x_title or _t(x), yaxis_title=y_title or _t(y))
     if log_x:
         ticks = sorted({float(v) for v in df[x]})

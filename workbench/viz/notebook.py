@@ -53,8 +53,8 @@ def _variant_tokens(meta: dict) -> set[str]:
     v = (meta.get("capture") or {}).get("variant") or meta.get("variant") or {}
     out: set[str] = set()
     if isinstance(v, dict):
-        for val in v.values():
-            out |= _tokens(str(val))
+        for key, val in v.items():  # {"kv_write": "fused"} -> kvwrite, fused
+            out |= _tokens(str(val)) | {str(key).replace("_", "").lower()}
     return out
 
 
