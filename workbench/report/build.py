@@ -180,7 +180,7 @@ def _env_value(label: str, paths: tuple, inp: Input) -> str | None:
     if label == "Engine git revision" and v is None and _get(meta, "capture", "engine") is not None:
         rev = _get(meta, "env", "git", "revision")
         if rev:
-            v = f"{rev} (the engines are the workbench's own)"
+            v = str(rev)  # the engines live in the workbench's repository
     return v
 
 
@@ -226,8 +226,10 @@ def _environment(inputs: list[Input]) -> Table:
             vals.append((i.role, _show(k, v)))
         rows.append([Code(k), *_merge_cells(vals)])
     rows.append(["Report generator", Code(f"workbench {workbench.__version__}")])
-    return Table(["Item", "Value"], rows,
-                 note="From each trace's manifest (recorded at capture time); one value when all traces agree.")
+    note = "From each trace's manifest (recorded at capture time); one value when all traces agree."
+    if any(_get(i.meta, "capture", "engine") is not None for i in inputs):
+        note += " The engines are the workbench's own code, so their revision is the workbench's."
+    return Table(["Item", "Value"], rows, note=note)
 
 
 # ---------------------------------------------------------------------------- diff tables
@@ -508,10 +510,10 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
     gaps: list[list] = []
     for what in per_trace:  # insertion order: the order the checks run in, stable
         members = per_trace[what]
-        names: list = []
+        who: list = []
         for j, i in enumerate(members):
-            names += ([", "] if j else []) + [f"{i.role} ", Code(i.name)]
-        gaps.append([what + ": ", Mixed(tuple(names))])
+            who += ([", "] if j else []) + [f"{i.role} ", Code(i.name)]
+        gaps.append([what + ": ", Mixed(tuple(who))])
     for i in inputs:
         cap = i.meta.get("capture") if isinstance(i.meta.get("capture"), dict) else {}
         for key in ("gaps", "not_run", "skipped"):
@@ -611,6 +613,6 @@ def _sweep_note(sweep: Sweep) -> str:
             continue
         c = max(common, key=float)
         vals = ", ".join(f"{s} {fmt.ms(by[s][c])} ms" for s in series)
-        notes.append(f"{metric} at context {c}: {vals}")
+        notes.append(f"{metric.replace('_', ' ')} at context {c}: {vals}")
     return "; ".join(notes)
 
