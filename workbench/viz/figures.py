@@ -156,7 +156,9 @@ def diff_bars(d: TraceDiff, scope=None):
         fig.add_trace(go.Bar(name=_label(d, side), x=xs, y=ts, marker_color=SIDE[side], legendgroup=side,
                              showlegend=False, text=[_fmt(v) for v in ts], textposition="outside", cliponaxis=False,
                              hovertemplate="%{x}<br>" + side + ": %{y:,.2f} \u00b5s<extra></extra>"), row=1, col=2)
-    _layout(fig, f"A vs B: {title}", barmode="group", height=380)
+    _layout(fig, f"A vs B: {title}", barmode="group", height=400,
+            legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="center", x=0.5, title_text=""))
+    fig.update_layout(margin=dict(t=80, b=70))
     return fig
 
 
@@ -329,7 +331,8 @@ def timeline(trace, where=None, *, title: str | None = None, max_kernels: int = 
     head = title if title is not None else f"{_t(label, 60)}: {_t(w.title, 80)}"
     nk = len(k)
     _layout(fig, f"{head} \u2014 {nk} kernel{'s' if nk != 1 else ''}, {_us(w.t1 - w.t0):,.1f} \u00b5s",
-            barmode="overlay", bargap=0.25, height=max(260, 90 + 46 * len(rows)),
+            barmode="overlay", bargap=0.25,
+            height=max(260, 90 + 46 * len(rows), 110 + 21 * (k["short_name"].nunique() if len(k) else 0)),
             legend=dict(orientation="v", x=1.02, xanchor="left", y=1.0, yanchor="top", title_text="kernel"))
     fig.update_layout(margin=dict(l=150, r=260))
     fig.update_xaxes(title_text="time from window start (\u00b5s)", rangemode="tozero")
