@@ -195,11 +195,11 @@ def test_sweep_section(tmp_path):
     r = wb.report(a, b, sweep=sweep, html=tmp_path / "r.html", md=tmp_path / "r.md")
     md = r.markdown
     assert "## Sweep: latency vs context length" in md
-    assert "| `decode_step` | `bucketed` | 4096 | 1.819 (1.809–1.839, 10 runs) |" in md
+    assert "| `decode_step` | `bucketed` | 4096 | 1.819 ms (1.809–1.839, 10 runs) |" in md
     assert "decode step at context 4096: bucketed 1.819 ms, full 2.410 ms" in md
     assert "sweep: `bucketed at context 8192: out of memory`" in md
     html = (tmp_path / "r.html").read_text()
-    assert "decode step latency vs context length" in html
+    assert "decode step vs context length" in html
     # attention time per layer fell: it shows as a changed range (4 -> 3 kernels, ~-38%)
     assert "| `attention` | 8 | 32 → 24 |" in md
 
@@ -373,3 +373,35 @@ def test_gzip_capture_files_are_accepted_with_their_file_hash(reference, tmp_pat
     assert "| `file sha256` |" in md.replace(" | `file sha256` | ", " | `file sha256` |")
     assert re.search(r"^\| 0–7 \| 15 → 1 \|", md, re.M)
     _ = gzip  # the captures are gzip files; the importer sniffs them by content
+
+
+def test_sweep_from_live_campaign_results(tmp_path):
+    """benchmarks/live_campaign.py's results file: captures with a nested ``measured`` object."""
+    def cap(name, group, rows, ctx, engine, dec, pre, att, kv="fused"):
+        st = lambda m: {"median": m, "min": round(m * 0.98, 4), "max": round(m * 1.03, 4), "n": 20}  # noqa: E731
+        return {"name": name, "group": group, "seconds": 3.0, "measured": {
+            "trace": name, "backend": "torch", "engine": engine,
+            "variant": {"kv_write": kv, "cache_rows": rows, "ctx": ctx, "rows": 10368, "layers": 8},
+            "timer": "cuda_event", "prefill_ms": st(pre), "decode_step_ms": st(dec), "decode_step_ms_per_repeat": st(dec),
+            "kv_write_kernels_per_layer": [1], "attention_gpu_us_per_layer": att, "kernels_per_step": [48]}}
+    caps = [cap("h200-kvwrite-unfused-eager-torch", "fusion", "full", 128, "eager", 3.1, 2.0, 13.5, kv="unfused")]
+    for ctx in (512, 2048, 8192):
+        for rows, f in (("full", 1.0), ("bucketed", 0.6 + ctx / 40000)):
+            caps.append(cap(f"h200-cache-{rows}-ctx{ctx}-eager-torch", f"cache-ctx{ctx}", rows, ctx, "eager",
+                            1.5 * f, 4.0 * f, 13.5 * f))
+    caps.append({"name": "h200-cache-full-ctx8192-cudagraph-torch", "group": "cache-ctx8192",
+                 "error": "skipped: campaign time budget spent"})
+    f = tmp_path / "h200_live.json"
+    f.write_text(json.dumps({"prefix": "h200", "device": "cuda", "repeats": 20, "captures": caps, "equality": []}))
+    from workbench.report.inputs import load_sweep
+
+    sw = load_sweep(f)
+    assert sw.series == ["cache_rows=bucketed", "cache_rows=full"]
+    assert sw.metrics == ["attention_gpu_per_layer", "decode_step", "prefill"]
+    assert sw.meta["left_out"] == ["cache_rows=full kv_write=unfused"]
+    assert sw.not_run == ["h200-cache-full-ctx8192-cudagraph-torch: skipped: campaign time budget spent"]
+    r = wb.report(committed("ref-h200-kvwrite-fused-cache-full-torch"),
+                  committed("ref-h200-kvwrite-fused-cache-bucketed-torch"), f)
+    md = r.markdown
+    assert "| `decode_step` | `cache_rows=bucketed` | 8192 | 1.207 ms (1.183–1.243, 20 runs) |" in md
+    assert "| `attention_gpu_per_layer` | `cache_rows=full` | 512 | 13.50 µs |" in md

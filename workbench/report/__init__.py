@@ -55,7 +55,7 @@ def report(base, fix, *more, html: str | os.PathLike | None = None, md: str | os
            root: str | os.PathLike | None = None, layer_regex: str | None = None) -> Result:
     """Compare ``base`` and ``fix`` (stored trace names or directories, capture files, or
     stored :class:`~workbench.Trace` objects), plus any ``more`` traces, and optionally a
-    ``sweep`` results JSON; write ``html`` and/or ``md`` if given.
+    ``sweep`` results JSON (also accepted among ``more``); write ``html`` and/or ``md`` if given.
 
     Raises :class:`~workbench.WorkbenchError` for a missing trace, traces of different workloads
     (unless ``allow_mixed``), or an output path that is a directory or in a missing folder;
@@ -63,9 +63,19 @@ def report(base, fix, *more, html: str | os.PathLike | None = None, md: str | os
     """
     from ..analysis.diff import STEP_REGEX, diff
     from . import build, markdown, output
-    from .inputs import load_sweep, load_traces
+    from ..errors import WorkbenchError
+    from .inputs import is_sweep_file, load_sweep, load_traces
 
     targets = output.check_targets(html=html, md=md)
+    traces = []
+    for m in more:  # a sweep results file may come among the traces, as on the command line
+        if is_sweep_file(m):
+            if sweep is not None:
+                raise WorkbenchError(m, "a second sweep results file; give one (sweep= / --sweep, or positional)")
+            sweep = m
+        else:
+            traces.append(m)
+    more = tuple(traces)
     inputs = load_traces(base, fix, more, root=root, allow_mixed=allow_mixed)
     sw = load_sweep(sweep) if sweep is not None else None
     d = diff(inputs[0].trace, inputs[1].trace, layer_regex=layer_regex, step_regex=STEP_REGEX)

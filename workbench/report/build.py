@@ -557,9 +557,10 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
         srows = []
         for r in sweep.rows:
             n = f", {r['n']} runs" if r.get("n") else ""
+            spread = "" if r["min"] == r["max"] == r["median"] else f" ({fmt.ms(r['min'])}–{fmt.ms(r['max'])}{n})"
             srows.append([Code(r["metric"]), Code(r["series"]), str(r["context"]),
-                          f"{fmt.ms(r['median'])} ({fmt.ms(r['min'])}–{fmt.ms(r['max'])}{n})"])
-        sweep_table = Table(["Phase", "Series", "Context length", "Latency ms (median, min–max)"], srows,
+                          f"{fmt.ms(r['median'])} {r.get('unit', 'ms')}{spread}"])
+        sweep_table = Table(["Metric", "Series", "Context length", "Value (median, min–max)"], srows,
                             numeric=(2, 3))
         sweep_note = _sweep_note(sweep)
 
@@ -612,7 +613,11 @@ def _sweep_note(sweep: Sweep) -> str:
         if not common:
             continue
         c = max(common, key=float)
-        vals = ", ".join(f"{s} {fmt.ms(by[s][c])} ms" for s in series)
+        unit = rows[0].get("unit", "ms")
+        vals = ", ".join(f"{s} {fmt.ms(by[s][c])} {unit}" for s in series)
         notes.append(f"{metric.replace('_', ' ')} at context {c}: {vals}")
-    return "; ".join(notes)
+    left = sweep.meta.get("left_out") or []
+    if left:
+        notes.append("measured at one context length only, so not plotted: " + ", ".join(left))
+    return "; ".join(notes) + ("." if notes else "")
 

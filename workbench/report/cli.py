@@ -19,31 +19,10 @@ def add_parser(sub) -> None:
     s.set_defaults(func=run)
 
 
-def _is_sweep(path: str) -> bool:
-    """A positional ``.json`` file without ``traceEvents`` is sweep results, not a trace."""
-    from pathlib import Path
-
-    p = Path(path)
-    if p.suffix.lower() != ".json" or not p.is_file():
-        return False
-    with open(p, "rb") as fh:
-        head = fh.read(1 << 20)
-    return b'"traceEvents"' not in head and head.lstrip()[:1] in (b"{", b"[")
-
-
 def run(args) -> int:
-    from ..errors import WorkbenchError
     from . import report
 
-    more, sweep = [], args.sweep
-    for m in args.more:
-        if _is_sweep(m):
-            if sweep is not None:
-                raise WorkbenchError(m, "a second sweep results file; give one (--sweep or positional)")
-            sweep = m
-        else:
-            more.append(m)
-    r = report(args.base, args.fix, *more, html=args.html, md=args.md, sweep=sweep, title=args.title,
+    r = report(args.base, args.fix, *args.more, html=args.html, md=args.md, sweep=args.sweep, title=args.title,
                allow_mixed=args.allow_mixed, root=args.root, layer_regex=args.layer_regex)
     if not r.written:
         sys.stdout.write(r.markdown)

@@ -72,10 +72,11 @@ def build(inputs, d, names: list[str], sweep=None) -> list[tuple[str, object]]:
         for metric in sweep.metrics:
             rows = [{"context": r["context"], "median_ms": r["median"], "min_ms": r["min"], "max_ms": r["max"],
                      "variant": r["series"]} for r in sweep.rows if r["metric"] == metric]
+            unit = next(r.get("unit", "ms") for r in sweep.rows if r["metric"] == metric)
             raw = metric.replace("_", " ")
             label = html.escape(raw, quote=False)  # plotly renders a subset of HTML in titles
-            figs.append((f"{raw} latency vs context length",
+            figs.append((f"{raw} vs context length",
                          viz.sweep(rows, x="context", y="median_ms", color="variant", lo="min_ms", hi="max_ms",
-                                   title=f"{label} latency vs context length (median, min–max)",
-                                   x_title="context length (tokens)", y_title=f"{label} (ms)")))
+                                   title=f"{label} vs context length (median, min–max)",
+                                   x_title="context length (tokens)", y_title=f"{label} ({unit})")))
     return figs

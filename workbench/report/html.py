@@ -189,7 +189,7 @@ def render(r: Report, figures: list[tuple[str, object]]) -> str:
 
     if r.sweep is not None:
         body = (f"<p>{esc(r.sweep_note)}</p>" if r.sweep_note else "") + figs(tuple(
-            t for t, _ in figures if t.endswith("latency vs context length"))) + table(r.sweep)
+            t for t, _ in figures if t.endswith(" vs context length"))) + table(r.sweep)
         section("sweep", "Sweep: latency vs context length", body)
 
     body = "<ul class=lines>" + ("".join(f"<li>{''.join(cell(p) for p in ln)}</li>" for ln in r.correctness)

@@ -114,6 +114,18 @@ class Sweep:
         return sorted({r["series"] for r in self.rows})
 
 
+def is_sweep_file(src) -> bool:
+    """A ``.json`` file without ``traceEvents`` is sweep results, not a torch.profiler trace."""
+    if not isinstance(src, (str, os.PathLike)):
+        return False
+    p = Path(os.fspath(src))
+    if p.suffix.lower() != ".json" or not p.is_file():
+        return False
+    with open(p, "rb") as fh:
+        head = fh.read(1 << 20)
+    return b'"traceEvents"' not in head and head.lstrip()[:1] in (b"{", b"[")
+
+
 def load_sweep(path) -> Sweep:
     path = Path(path)
     if path.is_dir():

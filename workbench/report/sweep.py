@@ -1,16 +1,20 @@
 """Normalize a sweep results file (latency against context length, per variant) into rows.
 
-Accepted shapes, so results written by ``benchmarks/`` scripts or by hand both work:
+Accepted shapes, so results written by ``benchmarks/live_campaign.py`` or by hand both work:
 
-* a list of points, or an object holding one under ``points``, ``results``, ``rows``, ``runs``
-  or ``sweep``;
-* each point has a context length (``ctx``, ``context``, ``context_len``, ``context_length``,
-  ``seq_len``, ``prompt_len``, ``tokens``), a series name (``series``, ``label``, ``mode``,
-  ``cache``, ``variant`` — a mapping becomes ``k=v,...`` — or ``name``) and timed phases: any
-  ``<phase>_ms`` key (directly or under ``timing``) holding a number or
-  ``{median|mean, min, max, n}``;
-* a point with ``skipped``/``error``/``not_run`` (or a ``status`` other than ok) is listed as
-  not run, with its reason.
+* a list of points, or an object holding one under ``points``, ``results``, ``captures``,
+  ``rows``, ``runs`` or ``sweep``; a point's ``measured`` object (live_campaign) is merged in;
+* a context length: ``ctx``, ``context``, ``context_len``, ``context_length``, ``seq_len``,
+  ``prompt_len`` — on the point or in its ``variant``;
+* a series: ``series``, ``label``, ``mode`` or ``cache`` when given; otherwise the variant keys,
+  engine and backend that differ between points (``cache_rows=bucketed engine=eager``);
+* values: ``<phase>_ms`` (``<phase>_ms_per_repeat`` preferred: the run-to-run spread) and
+  ``<metric>_us[_per_layer]``, each a number or ``{median|mean, min, max, n}``, on the point or
+  under ``timing``;
+* a point with an ``error``, ``skipped`` or ``not_run`` (or a ``status`` other than ok) is
+  listed as not run, with its reason.
+
+Series measured at a single context length are left out of the sweep (and named in a note).
 """
 
 from __future__ import annotations
@@ -20,10 +24,10 @@ from typing import Any
 
 from ..errors import WorkbenchError
 
-_LISTS = ("points", "results", "rows", "runs", "sweep", "data")
-_CTX = ("ctx", "context", "context_len", "context_length", "seq_len", "prompt_len", "tokens", "cached")
-_SERIES = ("series", "label", "mode", "cache", "variant", "name")
-_SKIP = ("skipped", "error", "not_run", "reason")
+_LISTS = ("points", "results", "captures", "rows", "runs", "sweep", "data")
+_CTX = ("ctx", "context", "context_len", "context_length", "seq_len", "prompt_len")
+_SERIES = ("series", "label", "mode", "cache")
+_DIMS = ("engine", "backend")
 
 
 def _points(doc: Any, where) -> tuple[list, dict]:
@@ -32,20 +36,15 @@ def _points(doc: Any, where) -> tuple[list, dict]:
     if isinstance(doc, dict):
         for k in _LISTS:
             if isinstance(doc.get(k), list):
-                meta = {kk: v for kk, v in doc.items() if kk != k}
-                return doc[k], meta
+                return doc[k], {kk: v for kk, v in doc.items() if kk != k}
     raise WorkbenchError(where, "sweep results: expected a list of points or an object with a 'points'/'results' list")
 
 
-def _series(p: dict) -> str:
-    for k in _SERIES:
-        v = p.get(k)
-        if v is None:
-            continue
-        if isinstance(v, dict):
-            return ",".join(f"{kk}={v[kk]}" for kk in sorted(v, key=str))
-        return str(v)
-    return "all"
+def _flatten(p: dict) -> dict:
+    m = p.get("measured")
+    if isinstance(m, dict):
+        p = {**m, **{k: v for k, v in p.items() if k != "measured"}}
+    return p
 
 
 def _number(v) -> float | None:
@@ -56,10 +55,32 @@ def _number(v) -> float | None:
     return None
 
 
+def _ctx(p: dict):
+    for src in (p, p.get("variant") if isinstance(p.get("variant"), dict) else {}):
+        for k in _CTX:
+            if _number(src.get(k)) is not None:
+                x = float(src[k])
+                return int(x) if x.is_integer() else x
+    return None
+
+
+def _dims(p: dict) -> dict:
+    d = {}
+    v = p.get("variant")
+    if isinstance(v, dict):
+        d.update({str(k): v[k] for k in v if k not in _CTX and isinstance(v[k], (str, int, float, bool))})
+    elif isinstance(v, (str, int, float)):
+        d["variant"] = v
+    for k in _DIMS:
+        if isinstance(p.get(k), (str, int, float)):
+            d[k] = p[k]
+    return d
+
+
 def _stat(v) -> dict | None:
     x = _number(v)
     if x is not None:
-        return {"median": x, "min": x, "max": x, "n": 1}
+        return {"median": x, "min": x, "max": x, "n": None}
     if isinstance(v, dict):
         mid = _number(v.get("median"))
         if mid is None:
@@ -77,43 +98,85 @@ def _skip_reason(p: dict) -> str | None:
     status = p.get("status")
     if isinstance(status, str) and status.lower() not in ("ok", "done", "passed", "success"):
         return str(p.get("reason") or p.get("error") or status)
-    for k in ("skipped", "not_run", "error"):
+    for k in ("error", "skipped", "not_run"):
         v = p.get(k)
         if v:
-            return str(v if not isinstance(v, bool) else (p.get("reason") or k))
+            return str(p.get("reason") or k) if isinstance(v, bool) else str(v)
     return None
 
 
+def _values(p: dict) -> dict[str, tuple[str, dict]]:
+    """metric -> (unit, stat) of one point."""
+    out: dict[str, tuple[str, dict]] = {}
+    srcs = [p] + ([p["timing"]] if isinstance(p.get("timing"), dict) else [])
+    for src in srcs:
+        for k in sorted(src, key=str):
+            if not isinstance(k, str):
+                continue
+            st = _stat(src[k])
+            if st is None:
+                continue
+            if k.endswith("_ms_per_repeat"):
+                out[k[: -len("_ms_per_repeat")]] = ("ms", st)  # preferred: min-max over runs
+            elif k.endswith("_ms") and k[:-3] not in out:
+                out[k[:-3]] = ("ms", st)
+            elif k.endswith("_us_per_layer"):
+                out[k.replace("_us_per_layer", "_per_layer")] = ("µs", st)
+            elif k.endswith("_us"):
+                out[k[:-3]] = ("µs", st)
+    return out
+
+
 def normalize(doc: Any, where) -> tuple[list[dict], dict, list[str]]:
-    """``(rows, meta, not_run)``: rows sorted by (metric, series, context)."""
-    points, meta = _points(doc, where)
-    rows: list[dict] = []
-    not_run: list[str] = []
-    for i, p in enumerate(points):
+    """``(rows, meta, not_run)``: rows sorted by (metric, series, context); ``meta`` gains
+    ``left_out`` (series at a single context length)."""
+    raw, meta = _points(doc, where)
+    points, not_run = [], []
+    for i, p in enumerate(raw):
         if not isinstance(p, dict):
             raise WorkbenchError(where, f"sweep point {i} is not an object")
-        series = _series(p)
-        ctx = next((p[k] for k in _CTX if _number(p.get(k)) is not None), None)
+        p = _flatten(p)
         reason = _skip_reason(p)
+        ctx = _ctx(p)
+        name = p.get("name") or p.get("trace") or next(
+            (str(p[k]) for k in _SERIES if isinstance(p.get(k), (str, int, float))), None)
         if reason is not None:
-            not_run.append(f"{series} at context {ctx if ctx is not None else '?'}: {reason}")
+            not_run.append(f"{name or 'point ' + str(i)}"
+                           f"{' at context ' + str(ctx) if ctx is not None else ''}: {reason}")
             continue
         if ctx is None:
-            raise WorkbenchError(where, f"sweep point {i} has no context length (one of {', '.join(_CTX)})")
-        found = False
-        for src in (p, p.get("timing") if isinstance(p.get("timing"), dict) else {}):
-            for k in sorted(src):
-                if not (isinstance(k, str) and k.endswith("_ms")) or k.endswith("_per_repeat"):
-                    continue
-                st = _stat(src[k])
-                if st is None:
-                    continue
-                found = True
-                rows.append({"series": series, "context": int(ctx) if float(ctx).is_integer() else float(ctx),
-                             "metric": k[: -len("_ms")], **st})
-        if not found:
-            not_run.append(f"{series} at context {ctx}: no timing recorded")
-    # One row per (metric, series, context): a later duplicate replaces an earlier one.
-    uniq = {(r["metric"], r["series"], r["context"]): r for r in rows}
+            raise WorkbenchError(where, f"sweep point {i} has no context length (one of {', '.join(_CTX)}, "
+                                        "on the point or in its variant)")
+        points.append((p, ctx, name))
+    explicit = any(isinstance(p.get(k), (str, int, float)) for p, _, _ in points for k in _SERIES)
+
+    def label(kept: list) -> list[str]:
+        if explicit:
+            return [next((str(p[k]) for k in _SERIES if isinstance(p.get(k), (str, int, float))), "all")
+                    for p, _, _ in kept]
+        dims = [_dims(p) for p, _, _ in kept]
+        varying = sorted({k for d in dims for k in d if len({str(x.get(k)) for x in dims}) > 1})
+        return [" ".join(f"{k}={d.get(k, '–')}" for k in varying) or "all" for d in dims]
+
+    # A series needs two context lengths to be a line: points of single-context series are
+    # named in meta["left_out"], and the rest relabelled by what varies among them alone.
+    first = label(points)
+    contexts: dict[str, set] = {}
+    for (p, ctx, _), s in zip(points, first):
+        if _values(p):
+            contexts.setdefault(s, set()).add(ctx)
+    if any(len(c) > 1 for c in contexts.values()):
+        left = sorted(s for s, c in contexts.items() if len(c) < 2)
+        if left:
+            meta = {**meta, "left_out": left}
+            points = [pt for pt, s in zip(points, first) if s not in left]
+    rows: list[dict] = []
+    for (p, ctx, name), series in zip(points, label(points)):
+        vals = _values(p)
+        if not vals:
+            not_run.append(f"{name or series} at context {ctx}: no timing recorded")
+        for metric, (unit, st) in vals.items():
+            rows.append({"series": series, "context": ctx, "metric": metric, "unit": unit, **st})
+    uniq = {(r["metric"], r["series"], r["context"]): r for r in rows}  # a later duplicate wins
     rows = [uniq[k] for k in sorted(uniq, key=lambda k: (k[0], k[1], float(k[2])))]
     return rows, meta, sorted(set(not_run))
