@@ -28,9 +28,10 @@ _API = {
     "summary": "workbench.analysis",
     "launches_per_step": "workbench.analysis",
     "diff": "workbench.analysis",
-    "capture": "workbench.capture",
-    "annotate": "workbench.annotate",
-    "report": "workbench.report",
+    # Submodules that are callable (see workbench/_callable.py): the name is the module.
+    "capture": None,
+    "annotate": None,
+    "report": None,
     "WorkbenchError": "workbench.errors",
 }
 
@@ -39,7 +40,8 @@ __all__ = sorted(_API)
 
 def __getattr__(name: str):
     if name in _API:
-        value = getattr(import_module(_API[name]), name)
+        module = _API[name]
+        value = import_module(f"workbench.{name}") if module is None else getattr(import_module(module), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'workbench' has no attribute {name!r}")

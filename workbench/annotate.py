@@ -102,3 +102,8 @@ class annotate:
                 return fn(*args, **kwargs)
 
         return wrapper
+
+
+from . import _callable as _c  # noqa: E402
+
+_c.install(__name__, "annotate")

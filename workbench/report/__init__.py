@@ -88,3 +88,8 @@ def report(base, fix, *more, html: str | os.PathLike | None = None, md: str | os
         files[targets["html"]] = result.html
     result.written = output.write_all(files)
     return result
+
+
+from .. import _callable as _c  # noqa: E402
+
+_c.install(__name__, "report")
