@@ -1,0 +1,128 @@
+"""``workbench diff`` acceptance on the H200 reference captures (unfused vs fused KV write):
+per layer ``kv_write`` 15 -> 1, 160 -> 48 kernels per step (480 -> 144 over the 3 steps), the
+aligned sequence, a clear message for traces with no range in common, ``--json`` rows and
+``--fail-if`` exit codes.
+
+The committed stored traces (``traces/ref-h200-kvwrite-*-nsys``, imported from those captures)
+are always there; the raw captures under ``../shared`` are used when present.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workbench.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "reference-captures" / "h200"
+STORED = (str(REPO / "traces" / "ref-h200-kvwrite-unfused-nsys"), str(REPO / "traces" / "ref-h200-kvwrite-fused-nsys"))
+RAW = (str(SHARED / "nsys-kvwrite-unfused.sqlite.gz"), str(SHARED / "nsys-kvwrite-fused.sqlite.gz"))
+ALIGNED = ("15 removed: vectorized_elementwise_kernel x6, unrolled_elementwise_kernel x6, "
+           "index_elementwise_kernel x3; 1 added: fused_write")
+
+
+def _sources():
+    yield pytest.param(STORED, id="stored")
+    yield pytest.param(RAW, id="raw-nsys", marks=pytest.mark.skipif(not SHARED.is_dir(), reason="no ../shared captures"))
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("pair", _sources())
+def test_text_reports_fusion_per_layer_and_totals(capsys, pair):
+    code, out, err = run(capsys, "diff", *pair)
+    assert code == 0, err
+    assert "3 step(s), 160 kernels/step" in out and "3 step(s), 48 kernels/step" in out
+    assert "kernels/step 160 -> 48" in out
+    assert "total kernels 480 -> 144" in out
+    assert "24 range(s) in common" in out
+    for layer in range(8):
+        assert f"  layer {layer}: attention 4->4, kv_write 15->1, qkv 1->1\n" in out
+        assert f"layer_{layer:02d}/kv_write: kernels 15 -> 1, GPU " in out  # the top 10 changes hold all 8
+    # The aligned sequence: which kernels went away and what replaced them.
+    assert out.count(ALIGNED) == 8
+    assert "no range in common" not in out
+
+
+@pytest.mark.parametrize("pair", _sources())
+def test_json_rows(capsys, pair):
+    code, out, err = run(capsys, "diff", *pair, "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert isinstance(rows, list) and len(rows) == 24
+    for r in rows:
+        for col in ("range", "kernels_a", "kernels_b", "gpu_time_ns_a", "gpu_time_ns_b", "status", "layer", "alignment"):
+            assert col in r, col
+    kv = [r for r in rows if r["range"].endswith("/kv_write")]
+    assert sorted(r["range"] for r in kv) == [f"layer_{i:02d}/kv_write" for i in range(8)]
+    for r in kv:
+        assert (r["kernels_a"], r["kernels_b"]) == (15, 1)
+        assert (r["kernels_total_a"], r["kernels_total_b"]) == (45, 3)
+        assert r["gpu_time_ns_a"] > 10 * r["gpu_time_ns_b"] > 0
+        assert r["status"] == "both" and r["alignment"] == ALIGNED
+    others = [r for r in rows if not r["range"].endswith("/kv_write")]
+    assert all(r["kernels_a"] == r["kernels_b"] for r in others)
+    assert sum(r["kernels_a"] for r in rows) == 160 and sum(r["kernels_b"] for r in rows) == 48
+    assert sum(r["kernels_total_a"] for r in rows) == 480 and sum(r["kernels_total_b"] for r in rows) == 144
+
+
+def test_fail_if_gates(capsys):
+    a, b = STORED
+    assert run(capsys, "diff", a, b, "--fail-if", "kernels_per_step>0", "--fail-if", "gpu_time_per_step>5%")[0] == 0
+    code, out, err = run(capsys, "diff", b, a, "--fail-if", "kernels_per_step>0")
+    assert code == 1
+    assert "gate failed: kernels_per_step: 48 -> 160" in err
+    code, out, err = run(capsys, "diff", b, a, "--fail-if", "gpu_time_per_step>50%")
+    assert code == 1 and "gpu_time_per_step" in err
+    code, out, err = run(capsys, "diff", b, a, "--fail-if", "kernels_per_step>200")
+    assert code == 0, err
+    code, out, err = run(capsys, "diff", a, b, "--fail-if", "nonsense")
+    assert code == 2 and "bad --fail-if gate" in err
+
+
+def test_fail_if_exit_status_of_the_command():
+    """The installed entry point (a new process) exits 1 on a failed gate."""
+    a, b = STORED
+    p = subprocess.run([sys.executable, "-m", "workbench", "diff", b, a, "--fail-if", "kernels_per_step>0"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p.stderr
+    assert "kernels/step 48 -> 160" in p.stdout and "gate failed" in p.stderr
+
+
+def _renamed(src: str, root: Path, name: str) -> str:
+    """A copy of a stored trace whose ranges are all renamed: no range path in common."""
+    from workbench.trace import open_trace, save
+
+    t = open_trace(src)
+    r = t.ranges.copy()
+    r["name"] = r["name"].cat.rename_categories(lambda c: c if c.startswith("step") else f"other_{c}")
+    r["path"] = r["path"].str.replace(r"/", "/other_", regex=False)
+    tables = dict(t.tables)
+    tables["ranges"] = r
+    from workbench.trace.model import Trace
+
+    save(Trace(tables, dict(t.meta)), name, root)
+    return name
+
+
+def test_no_range_in_common_says_so(capsys, tmp_path):
+    root = tmp_path / "traces"
+    other = _renamed(STORED[1], root, "renamed")
+    code, out, err = run(capsys, "--root", root, "diff", STORED[0], other)
+    assert code == 0, err
+    assert "no range in common between A and B" in out
+    assert "24 only in A, 24 only in B" in out
+    assert "range(s) in common" not in out and "per layer" not in out
+    assert "only in A (24)" in out and "only in B (24)" in out
+    code, out, err = run(capsys, "--root", root, "diff", STORED[0], other, "--json")
+    rows = json.loads(out)
+    assert {r["status"] for r in rows} == {"only_a", "only_b"}
