@@ -405,3 +405,29 @@ def test_sweep_from_live_campaign_results(tmp_path):
     md = r.markdown
     assert "| `decode_step` | `cache_rows=bucketed` | 8192 | 1.207 ms (1.183–1.243, 20 runs) |" in md
     assert "| `attention_gpu_per_layer` | `cache_rows=full` | 512 | 13.50 µs |" in md
+
+
+def test_committed_example_reports_are_current(tmp_path):
+    """Each committed reports/*.md regenerates byte-identically with the command in its footer."""
+    import shlex
+
+    mds = sorted((REPO / "reports").glob("*.md"))
+    if not mds:
+        pytest.skip("no committed example reports")
+    for md in mds:
+        text = md.read_text()
+        m = re.search(r"Regenerate with `(workbench report [^`]+)`\.\n$", text)
+        assert m, f"{md.name}: no regenerate command in its footer"
+        argv = shlex.split(m.group(1))[2:]
+        i = argv.index("-o")
+        argv[i + 1] = str(tmp_path / "x.html")
+        argv[argv.index("--md") + 1] = str(tmp_path / md.name)
+        argv.remove("-o")
+        argv.remove(str(tmp_path / "x.html"))
+        for k, a in enumerate(argv):  # a sweep is named by file name in the footer: find it in the repo
+            if k and argv[k - 1] == "--sweep" and not Path(a).is_file():
+                argv[k] = str(next(REPO.glob(f"benchmarks/results/{a}")))
+        from workbench.cli import main
+
+        assert main(["--root", str(TRACES), "report", *argv]) == 0
+        assert (tmp_path / md.name).read_text() == text, f"{md.name} is stale: run reports/regenerate.sh"

@@ -128,6 +128,7 @@ text-decoration:line-through}
 .kdiff td.sign{width:1.5em;font-weight:700;text-align:center}
 .removed-t{color:var(--remfg)}.added-t{color:var(--addfg)}
 ul.lines{padding-left:20px}ul.lines li{margin:3px 0}
+.prov code{white-space:nowrap;overflow-wrap:normal}.prov td:last-child code{white-space:normal;overflow-wrap:anywhere}
 footer{margin-top:40px;color:var(--muted);font-size:13px;border-top:1px solid var(--line);padding-top:10px}
 """
 
@@ -196,7 +197,7 @@ def render(r: Report, figures: list[tuple[str, object]]) -> str:
                                  or "<li>not checked: no outputs recorded in the traces (see gaps)</li>") + "</ul>"
     section("correctness", "Correctness", body)
     section("env", "Hardware, Environment and Revisions", table(r.environment))
-    section("provenance", "Trace provenance", table(r.provenance))
+    section("provenance", "Trace provenance", table(r.provenance, "prov"))
     body = "<ul class=lines>" + ("".join(f"<li>{''.join(cell(p) for p in g)}</li>" for g in r.gaps)
                                  or "<li>none recorded</li>") + "</ul>"
     section("gaps", "Not run / remaining gaps", body)
