@@ -1,0 +1,128 @@
+"""Cost of one annotate range, enabled and disabled, and its share of a decode step.
+
+    python benchmarks/annotate_cost.py --device cpu  --out benchmarks/results/annotate_cost_cpu.json
+    python benchmarks/annotate_cost.py --device cuda --out benchmarks/results/annotate_cost_h200.json
+
+Per-range cost is the mean over a tight loop of ``with annotate(name): pass`` minus the same
+loop over a do-nothing context manager (the floor Python charges for any ``with``). The share
+of a decode step compares that cost times the ranges a step opens against the measured step,
+and the step itself is also timed with ranges on and off (eager, kv_write=fused).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from workbench.annotate import annotate, set_enabled  # noqa: E402
+
+
+class _Floor:
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def per_call_ns(cm, n: int, rounds: int = 7) -> float:
+    """Median over ``rounds`` of the mean time of one ``with cm("kv_write"): pass``."""
+    samples = []
+    for _ in range(rounds):
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            with cm("kv_write"):
+                pass
+        samples.append((time.perf_counter_ns() - t0) / n)
+    return statistics.median(samples)
+
+
+def range_costs(n: int) -> dict:
+    import torch
+
+    floor = per_call_ns(_Floor, n)
+    set_enabled(True)
+    on = per_call_ns(annotate, n)
+    set_enabled(False)
+    off = per_call_ns(annotate, n)
+    set_enabled(True)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        profiled = per_call_ns(annotate, max(1, n // 10), rounds=3)
+    return {"floor_ns": floor, "enabled_ns": on - floor, "disabled_ns": off - floor,
+            "torch_profiler_active_ns": profiled - floor, "loop_iterations": n}
+
+
+def decode_share(device: str, repeats: int, variant: dict) -> dict:
+    from workbench import workloads
+    from workbench.engines import build
+    from workbench.run import time_engine
+
+    v = workloads.resolve("decoder", {"kv_write": "fused", **variant})
+    engine = build("decoder", v, "eager", device)
+    out = {}
+    for state in (True, False):
+        set_enabled(state)
+        t = time_engine(engine, steps=3, repeats=repeats, warmup=3, progress=False)["timing"]
+        out["enabled" if state else "disabled"] = {k: t["decode_step_ms"][k] for k in ("median", "min", "max", "n")}
+    set_enabled(True)
+    out["ranges_per_step"] = 2 + 5 * v["layers"]  # step_i, lm_head, and layer + 4 regions per layer
+    out["variant"] = v
+    out["timer"] = t["timer"]
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--n", type=int, default=200_000)
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+
+    import torch
+
+    from workbench.workloads import parse_assignments
+
+    if args.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # the fused kernel runs interpreted on CPU
+    costs = range_costs(args.n)
+    share = decode_share(args.device, args.repeats, parse_assignments(args.variant))
+    step_ms = share["enabled"]["median"]
+    ranges_ms = share["ranges_per_step"] * costs["enabled_ns"] / 1e6
+    result = {
+        "device": args.device,
+        "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
+        "cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
+        "torch": torch.__version__, "host": platform.node(),
+        "per_range": costs,
+        "decode_step": share,
+        "share_of_decode_step": ranges_ms / step_ms,
+        "summary": (f"{costs['enabled_ns']:.0f} ns per range enabled, {costs['disabled_ns']:.0f} ns disabled "
+                    f"(over a {costs['floor_ns']:.0f} ns bare `with`); {share['ranges_per_step']} ranges per "
+                    f"decode step = {ranges_ms * 1e3:.1f} us = {100 * ranges_ms / step_ms:.2f}% of a "
+                    f"{step_ms:.3f} ms step (measured: {share['enabled']['median']:.3f} ms with ranges, "
+                    f"{share['disabled']['median']:.3f} ms without)"),
+    }
+    print(result["summary"])
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The whole H200 campaign of issue 3 in one device call (the `run` tool of this workplace):
+#   command: bash benchmarks/h200_campaign.sh      carry: [".whl", ".debs"]
+# .whl holds wheels the machine lacks (nvtx, orjson, duckdb, tqdm for CPython 3.12) and .debs
+# Debian's libdw1 + libelf1, without which the nsys bundled with Nsight Compute writes only a
+# .qdstrm (see GPU.md). Everything produced is packed into one $OUT/h200.tar.gz.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/h200-out}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD
+mkdir -p /tmp/dw && for d in .debs/*.deb; do dpkg -x "$d" /tmp/dw; done
+export LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export PATH=/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64:$PATH
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
+nsys --version
+mkdir -p benchmarks/results
+timeout 120 python3 benchmarks/annotate_cost.py --device cuda --out benchmarks/results/annotate_cost_h200.json 2>&1 | tee "$OUT/annotate.log"
+# Budget: stop starting captures after CAMPAIGN_BUDGET_S; the hard timeout leaves time to pack.
+timeout "${CAMPAIGN_TIMEOUT_S:-440}" python3 benchmarks/live_campaign.py --device cuda --prefix h200 --root traces \
+    --out benchmarks/results/h200_live --budget-s "${CAMPAIGN_BUDGET_S:-380}" 2>&1 | tee "$OUT/campaign.log"
+tar czf "$OUT/h200.tar.gz" traces/h200-* benchmarks/results/h200_live.* benchmarks/results/annotate_cost_h200.json
+ls -la "$OUT"
+du -sh traces/h200-* | sort -h | tail -5
