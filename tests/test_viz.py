@@ -1,0 +1,275 @@
+"""Figures, colours, widgets and notebook helpers of ``workbench.viz``, on the committed
+reference traces (no GPU, no browser)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("plotly")
+pytest.importorskip("ipywidgets")
+
+import workbench as wb  # noqa: E402
+from workbench import viz  # noqa: E402
+from workbench.trace.model import Trace  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+TRACES = REPO / "traces"
+EVIL = '<script>alert("x")</script>'
+
+
+@pytest.fixture(scope="module")
+def pair():
+    a = wb.open_trace(str(TRACES / "ref-h200-kvwrite-unfused-nsys"))
+    b = wb.open_trace(str(TRACES / "ref-h200-kvwrite-fused-nsys"))
+    return a, b, wb.diff(a, b)
+
+
+@pytest.fixture(scope="module")
+def evil():
+    """The fused trace with a hostile kernel name and range name."""
+    t = wb.open_trace(str(TRACES / "ref-h200-kvwrite-fused-nsys"))
+    k = t.kernels.copy()
+    k["short_name"] = k["short_name"].cat.rename_categories(lambda c: EVIL if c == "fused_write" else c)
+    k["name"] = k["name"].cat.rename_categories(lambda c: EVIL + "full" if "fused_write" in c else c)
+    r = t.ranges.copy()
+    r["name"] = r["name"].cat.rename_categories(lambda c: "<b>qkv</b>" if c == "qkv" else c)
+    r["path"] = r["path"].str.replace("/qkv", "/<b>qkv</b>", regex=False)
+    return Trace({**t.tables, "kernels": k, "ranges": r}, dict(t.meta), name="evil<img src=x onerror=alert(1)>")
+
+
+def test_import_is_lazy():
+    code = ("import sys, workbench, workbench.viz, workbench.analysis, workbench.trace; "
+            "bad = [m for m in ('plotly', 'ipywidgets') if m in sys.modules]; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_colors_are_stable_across_processes():
+    code = "from workbench.viz.colors import kernel_color as k; print(k('fused_write'), k('index_elementwise_kernel'))"
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120,
+                           env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout for seed in (1, 2)}
+    assert len(outs) == 1
+    from workbench.viz.colors import PALETTE, kernel_color, range_color, variant_color
+
+    assert kernel_color("x") in PALETTE and kernel_color("x") == kernel_color("x")
+    assert range_color("kv_write") == "#d62728"
+    assert variant_color("bucketed") != variant_color("full")
+    assert variant_color("decoder-kvwrite-unfused") == variant_color("unfused") != variant_color("fused")
+
+
+def _json(fig) -> str:
+    return fig.to_json()
+
+
+def test_figures_deterministic_and_uid_free(pair):
+    a, b, d = pair
+    makers = [
+        lambda: viz.layer_counts(d, range="kv_write"), lambda: viz.layer_time(d), lambda: viz.diff_bars(d),
+        lambda: viz.diff_bars(d, 3), lambda: viz.diff_bars(d, "layer_03/kv_write"),
+        lambda: viz.range_composition({"unfused": a, "fused": b}), lambda: viz.launches_per_step([a, b]),
+        lambda: viz.summary_bars(a, "layer"), lambda: viz.summary_bars(a, "kernel"), lambda: viz.timeline(a),
+        lambda: viz.timeline(b, ("layer", 2)),
+    ]
+    for make in makers:
+        f1, f2 = make(), make()
+        s = _json(f1)
+        assert s == _json(f2)
+        assert '"uid"' not in s
+        assert f1.layout.title.text
+
+
+def test_layer_counts_show_fusion(pair):
+    _, _, d = pair
+    fig = viz.layer_counts(d, range="kv_write")
+    a, b = fig.data
+    assert list(a.x) == [f"layer {i}" for i in range(8)] == list(b.x)
+    assert list(a.y) == [15.0] * 8 and list(b.y) == [1.0] * 8
+    assert "kv_write: 15" in a.customdata[0]
+    t = viz.layer_time(d)
+    assert all(ya > yb for ya, yb in zip(t.data[0].y, t.data[1].y))
+
+
+def test_diff_bars_scopes(pair):
+    _, _, d = pair
+    fig = viz.diff_bars(d, "layer_03/kv_write")
+    ka, kb = fig.data[0], fig.data[2]
+    assert (list(ka.y), list(kb.y)) == ([15.0], [1.0])
+    layer = viz.diff_bars(d, 5)
+    assert list(layer.data[0].x) == ["attention", "kv_write", "qkv"]
+    assert list(layer.data[0].y) == [4.0, 15.0, 1.0] and list(layer.data[2].y) == [4.0, 1.0, 1.0]
+    total = viz.diff_bars(d)
+    assert sum(total.data[0].y) == 160 and sum(total.data[2].y) == 48
+
+
+def test_timeline_of_one_range_instance(pair):
+    a, b, _ = pair
+    fa = viz.timeline(a, "layer_03/kv_write")
+    fb = viz.timeline(b, "layer_03/kv_write")
+    kernels = lambda f: sum(len(t.x) for t in f.data if t.name != "ranges")  # noqa: E731
+    assert kernels(fa) == 15 and kernels(fb) == 1
+    assert "step_0/layer_03/kv_write" in fa.layout.title.text and "15 kernels" in fa.layout.title.text
+    rows = [t for t in fa.data if t.name == "ranges"]
+    assert rows and list(rows[0].text) == ["kv_write"]
+    assert min(fa.data[-1].base) >= 0
+    names = {t.name for t in fb.data if t.name != "ranges"}
+    assert names == {"fused_write"}
+    # A whole step: 160 kernels under 1 + 8 + 24 ranges.
+    step = viz.timeline(a)
+    assert kernels(step) == 160
+    assert sum(len(t.x) for t in step.data if t.name == "ranges") == 33
+    # Kernel colours are the same in every figure.
+    comp = viz.range_composition(b)
+    color = {t.name: t.marker.color for t in comp.data}
+    assert color["fused_write"] == fb.data[-1].marker.color == viz.kernel_color("fused_write")
+
+
+def test_launches_and_composition(pair):
+    a, b, _ = pair
+    fig = viz.launches_per_step({"unfused": a, "fused": b})
+    assert list(fig.data[0].y) == [160, 160, 160] and list(fig.data[1].y) == [48, 48, 48]
+    comp = viz.range_composition({"unfused": a, "fused": b}, metric="kernels")
+    per = {}
+    for t in comp.data:
+        for trace_label, rng, y in zip(t.x[0], t.x[1], t.y):
+            per[(trace_label, rng)] = per.get((trace_label, rng), 0) + y
+    assert per[("unfused", "kv_write")] == 120 and per[("fused", "kv_write")] == 8  # per step, 8 layers
+
+
+def test_sweep_error_bars():
+    rows = [{"context": c, "variant": v, "median_ms": m, "min_ms": m - 0.1, "max_ms": m + 0.2}
+            for c in (8192, 512, 2048) for v, m in (("full", 5.0), ("bucketed", c / 2000))]
+    fig = viz.sweep(rows)
+    assert [t.name for t in fig.data] == ["bucketed", "full"]
+    full = fig.data[1]
+    assert list(full.x) == [512.0, 2048.0, 8192.0]
+    assert list(full.error_y.array) == pytest.approx([0.2] * 3) and list(full.error_y.arrayminus) == pytest.approx([0.1] * 3)
+    assert fig.layout.xaxis.type == "log"
+    cat = viz.sweep([{"context": "ref", "variant": "full", "median_ms": 1.0}], lo=None, hi=None)
+    assert cat.layout.xaxis.type is None and cat.data[0].error_y.array is None
+    with pytest.raises(ValueError):
+        viz.sweep([{"x": 1}])
+
+
+def test_hostile_names_are_escaped(evil, pair):
+    a, _, _ = pair
+    d = wb.diff(a, evil)
+    blobs = [_json(viz.timeline(evil, "layer_00/kv_write")), _json(viz.timeline(evil, ("layer", 0))),
+             _json(viz.range_composition({"x": evil})), _json(viz.summary_bars(evil, "kernel")),
+             _json(viz.diff_bars(d, 0)), _json(viz.layer_counts(d))]
+    for s in blobs:
+        assert "<script>" not in s and "<b>qkv" not in s and "<img" not in s
+    assert "&lt;script&gt;" in blobs[0]
+    w = viz.TraceDiffWidget(a=a, b=evil, root=TRACES)
+    w.scope.value = "layer:0"
+    html = w.table.value + w.summary.value + "".join(label for label, _ in w.scope.options)
+    assert "<script>" not in w.table.value and "&lt;script&gt;" in w.table.value
+    assert "<img" not in w.summary.value and "&lt;img" in w.summary.value
+    assert "<b>qkv" not in w.table.value
+    assert html
+
+
+def test_trace_diff_widget_interaction(pair):
+    w = viz.TraceDiffWidget(root=TRACES)
+    assert (w.a_select.value, w.b_select.value) == ("ref-h200-kvwrite-unfused-nsys", "ref-h200-kvwrite-fused-nsys")
+    assert {v for _, v in w.a_select.options} == set(wb.list_traces(TRACES))
+    values = [v for _, v in w.scope.options]
+    assert values[:9] == ["all"] + [f"layer:{i}" for i in range(8)] and "range:layer_03/kv_write" in values
+    assert "160 \u2192 48" in w.summary.value
+    assert w.table.value.count("wb-alignment\"") == 1  # all 8 kv_write ranges share one alignment
+    assert "15 removed" in w.table.value and "fused_write" in w.table.value
+
+    def mime(out):
+        return [o["data"]["application/vnd.plotly.v1+json"] for o in out.outputs
+                if "application/vnd.plotly.v1+json" in o.get("data", {})]
+
+    assert len(mime(w.bars)) == 1
+    w.scope.value = "range:layer_03/kv_write"
+    assert mime(w.bars)[0]["layout"]["title"]["text"] == "A vs B: layer_03/kv_write"
+    assert w.table.value.count('class="wb-replace"') == 15  # 15 A kernels beside 1 B kernel
+    assert w.timeline.outputs == ()
+    w.timeline_button.click()
+    figs = mime(w.timeline)
+    assert len(figs) == 2 and "15 kernels" in figs[0]["layout"]["title"]["text"]
+    assert figs[1]["layout"]["title"]["text"].startswith("B: ")
+    w.scope.value = "layer:5"
+    assert w.timeline.outputs == () and "layer_05/attention" in w.table.value
+    w.show_timeline()
+    assert ["step_0/layer_05" in f.layout.title.text for f in w.timeline_figures] == [True, True]
+    # Another pair of traces: the scope survives when it still exists.
+    w.b_select.value = "ref-h200-kvwrite-unfused-cache-bucketed-torch"
+    assert w.scope.value == "layer:5" and "160 \u2192 152" in w.summary.value
+
+
+def test_trace_diff_widget_no_common_range(pair):
+    a, b, _ = pair
+    r = b.ranges.copy()
+    r["name"] = r["name"].cat.rename_categories(lambda c: c if c.startswith("step") else f"x_{c}")
+    r["path"] = r["path"].str.replace("/", "/x_", regex=False)
+    other = Trace({**b.tables, "ranges": r}, dict(b.meta), name="renamed")
+    w = viz.TraceDiffWidget(a=a, b=other, root=TRACES)
+    assert "No range in common" in w.summary.value
+    assert "nothing to align" in w.table.value.lower()
+    w.show_timeline()  # first step of each: still drawable
+    assert len(w.timeline_figures) == 2
+
+
+def test_trace_explorer(pair):
+    a, _, _ = pair
+    e = viz.TraceExplorer(a)
+    assert "kv_write" in e.table.value and e.figure is not None
+    e.by.value = "kernel"
+    assert "fused_write" not in e.table.value and "index_elementwise_kernel" in e.table.value
+    assert e.figure.layout.title.text.endswith("by kernel")
+    e.metric.value = "kernels"
+    assert "kernels by kernel" in e.figure.layout.title.text
+    opts = e.instance.options
+    assert opts[0][0] == "step_0" and any("layer_03/kv_write" in label for label, _ in opts)
+    e.instance.value = next(v for label, v in opts if label.strip().endswith("layer_03/kv_write"))
+    e.timeline_button.click()
+    assert "15 kernels" in e.timeline_figure.layout.title.text
+    store = viz.TraceExplorer(root=TRACES)
+    assert store.trace_select is not None and store.trace.label == store.trace_select.value
+
+
+def test_find_trace_and_sweep_loader(tmp_path, monkeypatch):
+    from workbench.viz.notebook import find_trace, load_sweep, traces_root
+
+    monkeypatch.setenv("WORKBENCH_TRACES", str(TRACES))
+    assert traces_root() == TRACES
+    assert find_trace("kvwrite", "unfused", "nsys") == "ref-h200-kvwrite-unfused-nsys"
+    assert find_trace("kvwrite", "fused", "nsys", exclude=("unfused",)) == "ref-h200-kvwrite-fused-nsys"
+    assert find_trace("fused", "bucketed", "torch", exclude=("unfused",)) == "ref-h200-kvwrite-fused-cache-bucketed-torch"
+    assert find_trace("no-such-token") is None
+    # A live capture (not ref-, GPU kernels, variant in the manifest) wins over the reference.
+    root = tmp_path / "traces"
+    import shutil
+
+    shutil.copytree(TRACES / "ref-h200-kvwrite-fused-nsys", root / "ref-h200-kvwrite-fused-nsys")
+    shutil.copytree(TRACES / "ref-h200-kvwrite-fused-nsys", root / "decoder-eager-nsys")
+    man = root / "decoder-eager-nsys" / "manifest.json"
+    meta = json.loads(man.read_text())
+    meta["capture"] = {"backend": "nsys", "variant": {"kv_write": "unfused", "cache_rows": "full"}}
+    man.write_text(json.dumps(meta))
+    assert find_trace("kvwrite", "unfused", "nsys", root=root) == "decoder-eager-nsys"
+    # Preferring the reference still falls back to a live capture when no reference matches.
+    assert find_trace("kvwrite", "unfused", "nsys", root=root, prefer_live=False) == "decoder-eager-nsys"
+    monkeypatch.setenv("WORKBENCH_PREFER_LIVE", "0")
+    assert find_trace("kvwrite", "fused", "nsys", root=root, exclude=("unfused",)) == "ref-h200-kvwrite-fused-nsys"
+
+    p = tmp_path / "h200_live.json"
+    p.write_text(json.dumps({"results": [
+        {"ctx": 512, "variant": {"cache_rows": "full"}, "decode_step_ms": {"median": 2.0, "min": 1.9, "max": 2.2}},
+        {"context": 512, "variant": "bucketed", "median_ms": 1.0, "min_ms": 0.9, "max_ms": 1.1},
+        {"unrelated": 1},
+    ]}))
+    df = load_sweep(p)
+    assert df.to_dict(orient="records") == [
+        {"context": 512, "variant": "bucketed", "median_ms": 1.0, "min_ms": 0.9, "max_ms": 1.1},
+        {"context": 512, "variant": "full", "median_ms": 2.0, "min_ms": 1.9, "max_ms": 2.2}]
+    p.write_text("not json")
+    assert load_sweep(p) is None
