@@ -1,0 +1,162 @@
+"""Execute every notebook headless (nbclient, CPU only) from the committed traces and assert on
+the results each one prints as its last line: ``WORKBENCH_RESULT {json}``.
+
+The notebooks run two at a time in separate processes (one kernel each), from ``notebooks/``
+as the working directory, with the repository's ``traces/`` as the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = REPO / "notebooks"
+NAMES = ("quickstart", "fusion", "bucketing", "trace_diff")
+MARKER = "WORKBENCH_RESULT "
+PLOTLY = "application/vnd.plotly.v1+json"
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+_RUNNER = """
+import sys, nbformat
+from nbclient import NotebookClient
+src, dst, cwd = sys.argv[1:4]
+nb = nbformat.read(src, as_version=4)
+client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": cwd}})
+try:
+    client.execute()
+finally:
+    nbformat.write(nb, dst)
+"""
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    """{name: (returncode, stderr, executed notebook or None, seconds)}, two kernels at a time."""
+    out = tmp_path_factory.mktemp("executed")
+    env = dict(os.environ, WORKBENCH_TRACES=str(REPO / "traces"), PYTHONUNBUFFERED="1")
+    env.pop("MPLBACKEND", None)
+    results, queue, running = {}, list(NAMES), {}
+    while queue or running:
+        while queue and len(running) < 2:
+            name = queue.pop(0)
+            dst = out / f"{name}.ipynb"
+            p = subprocess.Popen([sys.executable, "-c", _RUNNER, str(NOTEBOOKS / f"{name}.ipynb"), str(dst),
+                                  str(NOTEBOOKS)], cwd=NOTEBOOKS, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            running[name] = (p, dst, time.monotonic())
+        time.sleep(0.2)
+        for name, (p, dst, t0) in list(running.items()):
+            if p.poll() is None:
+                if time.monotonic() - t0 > 600:
+                    p.kill()
+                continue
+            _, err = p.communicate()
+            nb = nbformat.read(dst, as_version=4) if dst.exists() else None
+            results[name] = (p.returncode, err, nb, time.monotonic() - t0)
+            del running[name]
+    return results
+
+
+def _outputs(nb):
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            yield from cell.get("outputs", [])
+
+
+def _result(executed, name) -> dict:
+    code, err, nb, secs = executed[name]
+    assert nb is not None, f"{name}: not executed:\n{err[-3000:]}"
+    errors = [o for o in _outputs(nb) if o.get("output_type") == "error"]
+    assert code == 0 and not errors, f"{name} failed:\n{err[-3000:]}\n{[e.get('evalue') for e in errors]}"
+    lines = [line for o in _outputs(nb) if o.get("output_type") == "stream"
+             for line in o.get("text", "").splitlines() if line.startswith(MARKER)]
+    assert len(lines) == 1, f"{name}: expected one {MARKER.strip()} line"
+    print(f"{name}: {secs:.1f}s")
+    return json.loads(lines[0][len(MARKER):])
+
+
+def _mimes(executed, name) -> list[str]:
+    nb = executed[name][2]
+    return [m for o in _outputs(nb) for m in o.get("data", {})]
+
+
+def _is_reference(*names) -> bool:
+    return all(str(n).startswith("ref-") for n in names)
+
+
+def test_notebooks_are_committed_without_outputs():
+    for name in NAMES:
+        nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+        nbformat.validate(nb)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                assert not cell.outputs and cell.execution_count is None, f"{name}: committed with outputs"
+
+
+def test_quickstart(executed):
+    r = _result(executed, "quickstart")
+    assert r["kernels_per_instance"]["kv_write"] == 15.0
+    if _is_reference(r["trace"]):
+        assert r["kernels_per_instance"] == {"attention": 4.0, "kv_write": 15.0, "qkv": 1.0}
+        assert r["kernels_per_step"] == [160, 160, 160]
+    # The small CPU capture runs when workbench.capture is installed, and must not fail.
+    assert r["capture"].startswith(("ok", "skipped")), r["capture"]
+    mimes = _mimes(executed, "quickstart")
+    assert mimes.count(PLOTLY) >= 3 and WIDGET in mimes
+
+
+def test_fusion(executed):
+    r = _result(executed, "fusion")
+    # Acceptance: every layer's kv_write goes from 15 kernels to 1.
+    assert r["kv_write_per_layer"] == [[15.0, 1.0]]
+    assert r["kv_write_layers"] >= 8
+    assert r["other_ranges_unchanged"] is True
+    assert r["removed"] == 15 and r["added"] == 1
+    assert r["alignment"].startswith("15 removed: ") and r["alignment"].endswith("1 added: fused_write")
+    assert r["gpu_us_per_step"][1] < r["gpu_us_per_step"][0]
+    if _is_reference(r["a"], r["b"]):
+        assert r["kernels_per_step"] == [160.0, 48.0]
+        assert r["kernels_total"] == [480, 144]
+    assert _mimes(executed, "fusion").count(PLOTLY) >= 6
+
+
+def test_bucketing(executed):
+    r = _result(executed, "bucketing")
+    full, bucketed = r["attention_us_per_step"]
+    assert bucketed < full
+    assert r["attention_faster_every_layer"] is True
+    if _is_reference(r["full"], r["bucketed"]):
+        assert r["attention_kernels_per_layer"] == [[4.0, 3.0]]
+        assert 0.5 < bucketed / full < 0.75  # 108.7 us -> 67.4 us on the H200 captures
+        ff, fb = r["fused_attention_us_per_step"]
+        assert fb < ff
+    assert r["sweep"] == "h200_live.json" or r["sweep"].startswith("fallback")
+    assert _mimes(executed, "bucketing").count(PLOTLY) >= 5
+
+
+def test_trace_diff(executed):
+    r = _result(executed, "trace_diff")
+    assert r["common_ranges"] >= 24
+    assert r["gate_forward"] == []
+    assert len(r["gate_reverse"]) == 1 and r["gate_reverse"][0].startswith("kernels_per_step: ")
+    assert r["kv_write_alignment"].endswith("1 added: fused_write")
+    assert r["widget_scope"] == "range:layer_03/kv_write"
+    assert r["widget_bars_title"] == "A vs B: layer_03/kv_write"
+    assert len(r["widget_timelines"]) == 2
+    assert "15 kernels" in r["widget_timelines"][0] and "1 kernel," in r["widget_timelines"][1]
+    assert r["widget_traces"] >= 2
+    if _is_reference(r["a"], r["b"]):
+        assert r["gate_reverse"] == ["kernels_per_step: 48 -> 160 (+112, limit +0)"]
+    mimes = _mimes(executed, "trace_diff")
+    assert PLOTLY in mimes and WIDGET in mimes
