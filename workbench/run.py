@@ -2,8 +2,8 @@
 
 One repetition is a prefill of the prompt followed by ``steps`` one-token greedy decode steps,
 under the ranges ``prefill`` and ``step_i``. Prefill and each decode step are timed separately,
-with CUDA events on a GPU (no host synchronization inside a repetition) and the host clock on
-CPU. The first warm-up repetition also keeps the logits and tokens, which ``compare`` checks
+with CUDA events on a GPU (the device synchronized before each phase starts) and the host
+clock on CPU. The first warm-up repetition also keeps the logits and tokens, which ``compare`` checks
 across variants.
 """
 
@@ -44,6 +44,10 @@ class _EventClock(_HostClock):
         import torch
 
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        # An empty queue makes the pair measure this phase's latency: without it, a step
+        # queued behind the prefill is timed by its GPU time alone and a host-bound step by
+        # its launches alone.
+        torch.cuda.synchronize()
         start.record()
         yield
         end.record()
@@ -69,7 +73,13 @@ def generate(engine, steps: int, *, clock=None, window=None, keep: bool = False)
     """
     import torch
 
-    clock = clock or _NoClock()
+    with torch.inference_mode():  # what a serving engine runs under: no autograd bookkeeping
+        return _generate(engine, steps, clock or _NoClock(), window, keep)
+
+
+def _generate(engine, steps: int, clock, window, keep: bool):
+    import torch
+
     kept = []
     with clock.phase("prefill"), annotate("prefill"):
         logits = engine.prefill()
