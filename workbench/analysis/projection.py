@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.model import Trace, layer_pattern
+from ..trace.names import categorical, category_values
 from ..trace.nesting import nest
 
 NO_RANGE = "(no range)"
@@ -87,7 +88,7 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     steps = np.full(len(k), NO_RANGE, dtype=object)
     status = np.full(len(k), "no_range", dtype=object)
     if has.any():
-        rn = r["name"].astype(str).to_numpy(dtype=object)
+        rn = category_values(r["name"])
         rpath = r["path"].astype(str).to_numpy(dtype=object)
         rl = range_layers(r, layer_regex)
         root = _roots(r["parent"].to_numpy())
@@ -102,9 +103,9 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     out = k.copy()
     out["duration"] = k["end"].to_numpy() - k["start"].to_numpy()
     out["range_id"] = rid
-    out["range"] = pd.Categorical(names)
-    out["path"] = pd.Categorical(paths)
-    out["step"] = pd.Categorical(steps)
+    out["range"] = categorical(names)
+    out["path"] = categorical(paths)
+    out["step"] = categorical(steps)
     out["layer"] = layers
     out["status"] = pd.Categorical(status, categories=["range", "no_range", "no_launch"])
     trace.memo[key] = out
@@ -113,10 +114,10 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
 
 
 def _roots(parent: np.ndarray) -> np.ndarray:
-    """Outermost ancestor of each range."""
-    root = np.arange(len(parent))
-    cur = parent.copy()
-    while (m := cur >= 0).any():
-        root[m] = cur[m]
-        cur[m] = parent[cur[m]]
-    return root
+    """Outermost ancestor of each range (pointer doubling: O(n log depth), not O(n depth))."""
+    root = np.where(parent >= 0, parent, np.arange(len(parent)))
+    while True:
+        nxt = root[root]
+        if np.array_equal(nxt, root):
+            return root
+        root = nxt

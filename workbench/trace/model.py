@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceFormatError, WorkbenchError
+from .names import categorical, category_values
 from .nesting import nest
 
 # Column -> dtype of each table. Strings are categoricals: names repeat millions of times.
@@ -214,11 +215,26 @@ def _tree(ranges: pd.DataFrame) -> pd.DataFrame:
     ranges["id"] = np.arange(n, dtype=np.int64)
     ranges["parent"] = parent
     ranges["depth"] = depth
-    ranges["path"] = pd.array(_paths(ranges["name"].astype(str).to_numpy(dtype=object), parent, depth), dtype="string")
+    ranges["path"] = pd.array(_paths(category_values(ranges["name"]), parent, depth), dtype="string")
     return ranges
 
 
+# A path longer than this keeps its first and last PATH_MAX/2 characters around "/…/", so a
+# 10,000-deep nesting or a 50 MB range name costs bounded memory per range (not O(depth)).
+PATH_MAX = 4096
+
+
+def _clip(paths: np.ndarray) -> np.ndarray:
+    long = np.flatnonzero(np.fromiter(map(len, paths), dtype=np.int64, count=len(paths)) > PATH_MAX)
+    if len(long):
+        half = PATH_MAX // 2 - 2
+        paths = paths.copy()
+        paths[long] = [p[:half] + "/…/" + p[-half:] for p in paths[long]]
+    return paths
+
+
 def _paths(names: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    names = _clip(names)
     paths = names.copy()
     order = np.argsort(depth, kind="stable")
     d_sorted = depth[order]
@@ -228,7 +244,7 @@ def _paths(names: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarr
             continue
         # Each level only reads the finished level above it.
         pp = paths[parent[level]]
-        paths[level] = pp + "/" + names[level]
+        paths[level] = _clip(pp + "/" + names[level])
     return paths
 
 
@@ -263,11 +279,15 @@ def _join_launches(kernels: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
     kernels.loc[idx, "launch_start"] = m["start"].astype(np.int64).to_numpy()
     kernels.loc[idx, "launch_end"] = m["end"].astype(np.int64).to_numpy()
     kernels.loc[idx, "pid"] = m["pid"].astype(np.int64).to_numpy()
-    api_names = m["name"].astype(str).to_numpy()
-    launch_api = kernels["launch_api"].astype(str).to_numpy(dtype=object)
+    names = m["name"]
+    api_names = category_values(names) if isinstance(names.dtype, pd.CategoricalDtype) else names.astype(object).to_numpy()
+    launch_api = category_values(kernels["launch_api"])
     launch_api[idx] = api_names
-    kernels["launch_api"] = pd.Categorical(launch_api)
-    graph = np.char.find(launch_api.astype(str), "GraphLaunch") >= 0
+    launch = categorical(launch_api)
+    kernels["launch_api"] = launch
+    # Tested once per distinct API name (np.char on the column would widen every row to the longest name).
+    is_graph = np.array(["GraphLaunch" in str(c) for c in launch.categories], dtype=bool)
+    graph = is_graph[launch.codes] & (launch.codes >= 0) if len(is_graph) else np.zeros(len(launch), bool)
     kernels["graph"] = kernels["graph"].to_numpy() | graph
     return kernels
 

@@ -8,13 +8,18 @@ import numpy as np
 import pandas as pd
 
 
+# Only a name's first 64 KiB is scanned: real signatures are far shorter, and a 50 MB name
+# must not cost a Python loop over every character.
+_SCAN_MAX = 1 << 16
+
+
 @lru_cache(maxsize=65536)
 def short_kernel_name(name: str) -> str:
     """Reduce a demangled kernel signature to the bare function name, as nsys's shortName does.
 
     ``void at::native::vectorized_elementwise_kernel<4, F>(int, F)`` -> ``vectorized_elementwise_kernel``.
     """
-    s = name.strip()
+    s = name.strip()[:_SCAN_MAX]
     if s.startswith("void "):
         s = s[5:]
     s = s.replace("(anonymous namespace)", "anonymous_namespace")
@@ -43,3 +48,25 @@ def short_names(names: pd.Series) -> pd.Categorical:
     uniq, inverse = np.unique(short, return_inverse=True) if len(short) else (short, np.zeros(0, np.int64))
     codes = names.cat.codes.to_numpy()
     return pd.Categorical.from_codes(np.where(codes >= 0, inverse[codes], -1), categories=uniq.astype(str))
+
+
+def categorical(values) -> pd.Categorical:
+    """``pd.Categorical(values)`` without first turning every element into its own string copy:
+    a 50 MB name shared by 10,000 events is stored once, not 10,000 times."""
+    values = np.asarray(values, dtype=object)
+    try:
+        codes, uniq = pd.factorize(values, sort=True)
+    except TypeError:  # mixed types do not sort
+        codes, uniq = pd.factorize(values, sort=False)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(uniq))
+
+
+def category_values(s: pd.Series) -> np.ndarray:
+    """A categorical column as an object array of ``str`` that shares one object per category."""
+    cats = np.asarray(s.cat.categories.astype(str), dtype=object)
+    codes = s.cat.codes.to_numpy()
+    if not len(cats):
+        return np.full(len(codes), "", dtype=object)
+    out = cats[np.maximum(codes, 0)]
+    out[codes < 0] = ""
+    return out
