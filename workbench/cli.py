@@ -20,12 +20,13 @@ def _print_table(df, as_json: bool, out=None) -> None:
         return
     import pandas as pd
 
-    from .textsafe import clean
+    from .textsafe import one_line
 
     shown = df.copy()
     for c in shown.columns:
         if not pd.api.types.is_numeric_dtype(shown[c]):
-            shown[c] = shown[c].astype(str).map(clean)
+            # One terminal line per row, and no 50 MB cell: pandas pads every cell to its column.
+            shown[c] = shown[c].astype(object).map(lambda v: one_line(str(v), 200))
     with pd.option_context("display.max_rows", 500, "display.max_columns", 50, "display.width", 200,
                            "display.max_colwidth", 80):
         out.write(shown.to_string(index=False) + "\n")
@@ -158,9 +159,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except WorkbenchError as e:
-        from .textsafe import clean
+        from .textsafe import one_line
 
-        print(f"workbench: {clean(str(e))}", file=sys.stderr)
+        print(f"workbench: {one_line(str(e), 2000)}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print(f"workbench: {args.command}: out of memory (the trace or the result is too large)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("workbench: interrupted", file=sys.stderr)
