@@ -7,6 +7,7 @@ trace or nothing. Replacing a trace renames the old one away first and deletes i
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -71,11 +72,14 @@ def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, over
 
     check_name(name)
     root = Path(root) if root is not None else default_root()
-    root.mkdir(parents=True, exist_ok=True)
     final = root / name
-    if final.exists() and not overwrite:
-        raise WorkbenchError(final, "a trace with this name exists (choose another --name, or overwrite)")
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if final.exists() and not overwrite:
+            raise WorkbenchError(final, "a trace with this name exists (choose another --name, or overwrite)")
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
+    except OSError as e:
+        raise WorkbenchError(root, f"cannot write to the trace store: {e.strerror or e}") from None
     try:
         for t in TABLES:
             table = pa.Table.from_pandas(trace.tables[t][list(SCHEMA[t])], preserve_index=False)
@@ -92,6 +96,9 @@ def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, over
             fh.flush()
             os.fsync(fh.fileno())
         _publish(tmp, final, overwrite)
+    except OSError as e:  # disk full, permissions, a vanished directory: nothing is published
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise WorkbenchError(final, f"cannot store trace: {e.strerror or e}") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -106,13 +113,60 @@ def _publish(tmp: Path, final: Path, overwrite: bool) -> None:
         except OSError:
             raise WorkbenchError(final, "a trace with this name exists (another writer stored it first)") from None
         return
-    old = None
-    if final.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".old-{final.name}-", dir=final.parent))
-        os.rename(final, old / "trace")
-    os.rename(tmp, final)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    # Replace: swap the new directory with the old one in one atomic step (Linux renameat2
+    # RENAME_EXCHANGE), so a kill at any point leaves the old or the new trace at ``final``,
+    # never neither. Concurrent replacers each swap in turn; the last one's trace stays.
+    for _ in range(100):
+        swapped = _exchange(tmp, final)
+        if swapped:
+            shutil.rmtree(tmp, ignore_errors=True)  # now holds the old trace
+            return
+        if swapped is None:  # no renameat2 here: move the old trace aside, then rename
+            old = Path(tempfile.mkdtemp(prefix=f".old-{final.name}-", dir=final.parent))
+            try:
+                os.rename(final, old / "trace")
+            except FileNotFoundError:
+                pass
+        try:
+            os.rename(tmp, final)
+            if swapped is None:
+                shutil.rmtree(old, ignore_errors=True)
+            return
+        except OSError as e:
+            if swapped is None:
+                shutil.rmtree(old, ignore_errors=True)
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            # another writer published between our two steps: swap with theirs
+    raise WorkbenchError(final, "could not replace the trace: other writers keep replacing it")
+
+
+def _exchange(a: Path, b: Path) -> bool | None:
+    """Atomically swap two paths. True: swapped; False: ``b`` does not exist; None: unsupported."""
+    global _renameat2
+    if _renameat2 is None:
+        try:
+            import ctypes
+
+            _renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+        except (OSError, AttributeError):
+            _renameat2 = False
+    if _renameat2 is False:
+        return None
+    import ctypes
+
+    at_fdcwd, rename_exchange = -100, 2
+    if _renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err == errno.ENOENT:
+        return False
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return None
+    raise OSError(err, os.strerror(err), os.fspath(b))
+
+
+_renameat2 = None
 
 
 def load(path: str | os.PathLike) -> Trace:
@@ -154,4 +208,6 @@ def list_traces(root: str | os.PathLike | None = None) -> list[str]:
     root = Path(root) if root is not None else default_root()
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if not p.name.startswith(".") and is_trace_dir(p))
+    # Only names ``check_name`` accepts: a directory someone made by hand called "\x1b[31m"
+    # (a terminal escape) or "a b" is not a trace the workbench stored and is not listed.
+    return sorted(p.name for p in root.iterdir() if _NAME.match(p.name) and ".." not in p.name and is_trace_dir(p))
