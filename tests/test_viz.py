@@ -273,3 +273,73 @@ def test_find_trace_and_sweep_loader(tmp_path, monkeypatch):
         {"context": 512, "variant": "full", "median_ms": 2.0, "min_ms": 1.9, "max_ms": 2.2}]
     p.write_text("not json")
     assert load_sweep(p) is None
+
+
+def _fake_live(root: Path, name: str, ref: str, variant: dict, engine: str, backend: str) -> None:
+    import shutil
+
+    shutil.copytree(TRACES / ref, root / name)
+    man = root / name / "manifest.json"
+    meta = json.loads(man.read_text())
+    meta["name"] = name
+    meta["capture"] = {"backend": backend, "engine": engine, "workload": "decoder", "variant": variant}
+    man.write_text(json.dumps(meta))
+
+
+def test_find_pair_prefers_matching_live_captures(tmp_path, monkeypatch):
+    """Live captures named as benchmarks/live_campaign.py names them pair up by name; graph
+    and compile engines are left out; the reference pair is the fallback."""
+    from workbench.viz.notebook import find_pair, find_trace, load_sweep
+
+    monkeypatch.delenv("WORKBENCH_PREFER_LIVE", raising=False)
+    root = tmp_path / "traces"
+    nsys_u, nsys_f = "ref-h200-kvwrite-unfused-nsys", "ref-h200-kvwrite-fused-nsys"
+    for n in (nsys_u, nsys_f, "ref-h200-kvwrite-fused-cache-full-torch", "ref-h200-kvwrite-fused-cache-bucketed-torch"):
+        import shutil
+
+        shutil.copytree(TRACES / n, root / n)
+    fusion = dict(exclude=("bucketed", "cudagraph", "compile"), prefer=("nsys", "eager"))
+    assert find_pair("unfused", "fused", "kvwrite", root=root, **fusion) == (nsys_u, nsys_f)
+    _fake_live(root, "h200-kvwrite-unfused-cudagraph-torch", nsys_u, {"kv_write": "unfused"}, "cudagraph", "torch")
+    _fake_live(root, "h200-kvwrite-fused-cudagraph-torch", nsys_f, {"kv_write": "fused"}, "cudagraph", "torch")
+    assert find_pair("unfused", "fused", "kvwrite", root=root, **fusion) == (nsys_u, nsys_f)
+    _fake_live(root, "h200-kvwrite-unfused-eager-torch", nsys_u, {"kv_write": "unfused", "cache_rows": "full"}, "eager", "torch")
+    _fake_live(root, "h200-kvwrite-fused-eager-torch", nsys_f, {"kv_write": "fused", "cache_rows": "full"}, "eager", "torch")
+    assert find_pair("unfused", "fused", "kvwrite", root=root, **fusion) == \
+        ("h200-kvwrite-unfused-eager-torch", "h200-kvwrite-fused-eager-torch")
+    _fake_live(root, "h200-kvwrite-unfused-eager-nsys", nsys_u, {"kv_write": "unfused"}, "eager", "nsys")
+    _fake_live(root, "h200-kvwrite-fused-eager-nsys", nsys_f, {"kv_write": "fused"}, "eager", "nsys")
+    assert find_pair("unfused", "fused", "kvwrite", root=root, **fusion) == \
+        ("h200-kvwrite-unfused-eager-nsys", "h200-kvwrite-fused-eager-nsys")
+    assert find_pair("unfused", "fused", "kvwrite", root=root, prefer_live=False, **fusion) == (nsys_u, nsys_f)
+    assert find_trace("kvwrite", "unfused", root=root, **fusion) == "h200-kvwrite-unfused-eager-nsys"
+    # Bucketing: the pair at one context, never a full/bucketed pair from different captures.
+    for ctx in (512, 8192):
+        for rows in ("full", "bucketed"):
+            _fake_live(root, f"h200-cache-{rows}-ctx{ctx}-eager-torch", f"ref-h200-kvwrite-fused-cache-{rows}-torch",
+                       {"kv_write": "fused", "cache_rows": rows, "ctx": ctx}, "eager", "torch")
+    bucket = dict(exclude=("cudagraph", "compile"), prefer=("ctx512", "eager", "fused"))
+    assert find_pair("full", "bucketed", "torch", root=root, **bucket) == \
+        ("h200-cache-full-ctx512-eager-torch", "h200-cache-bucketed-ctx512-eager-torch")
+    assert find_pair("full", "bucketed", "torch", root=root, exclude=("cudagraph",), prefer=("ctx8192",)) == \
+        ("h200-cache-full-ctx8192-eager-torch", "h200-cache-bucketed-ctx8192-eager-torch")
+    assert find_pair("full", "bucketed", "nothing", root=root) is None
+
+    # The campaign results file: cache groups only, torch timing over nsys, one row per point.
+    res = tmp_path / "h200_live.json"
+    caps = [{"name": "a", "group": "fusion", "measured": {"variant": {"ctx": 128, "cache_rows": "full"},
+                                                          "decode_step_ms": {"median": 9.0}}},
+            {"name": "b", "group": "cache-ctx512", "error": "skipped: budget"}]
+    for ctx, med in ((512, 1.0), (2048, 1.0)):
+        for backend, shift in (("nsys", 5.0), ("torch", 0.0)):
+            caps.append({"name": f"c{ctx}{backend}", "group": f"cache-ctx{ctx}", "measured": {
+                "trace": f"c{ctx}", "engine": "eager", "backend": backend,
+                "variant": {"ctx": ctx, "cache_rows": "full", "kv_write": "fused"},
+                "decode_step_ms": {"median": med + shift, "min": med - 0.1 + shift, "max": med + 0.2 + shift, "n": 60}}})
+    res.write_text(json.dumps({"prefix": "h200", "captures": caps, "equality": []}))
+    df = load_sweep(res)
+    assert df[["context", "variant", "engine", "backend", "median_ms"]].to_dict(orient="records") == [
+        {"context": 512, "variant": "full", "engine": "eager", "backend": "torch", "median_ms": 1.0},
+        {"context": 2048, "variant": "full", "engine": "eager", "backend": "torch", "median_ms": 1.0}]
+    fig = viz.sweep(df, dash="engine")
+    assert [t.name for t in fig.data] == ["full \u00b7 eager"] and fig.data[0].line.dash == "solid"

@@ -18,7 +18,7 @@ _API = {
     "sweep": "figures",
     "TraceDiffWidget": "widgets", "TraceExplorer": "widgets", "alignment_table": "widgets",
     "kernel_color": "colors", "range_color": "colors", "variant_color": "colors", "color_map": "colors",
-    "traces_root": "notebook", "find_trace": "notebook", "load_sweep": "notebook",
+    "traces_root": "notebook", "find_trace": "notebook", "find_pair": "notebook", "load_sweep": "notebook",
 }
 
 __all__ = sorted(_API)

@@ -352,11 +352,12 @@ def timeline_pair(d_or_traces, where=None, *, labels: Sequence[str] | None = Non
 
 
 def sweep(data, x: str = "context", y: str = "median_ms", color: str = "variant", lo: str | None = "min_ms",
-          hi: str | None = "max_ms", *, log_x: bool = True, title: str | None = None, x_title: str | None = None,
-          y_title: str | None = None):
+          hi: str | None = "max_ms", *, dash: str | None = None, log_x: bool = True, title: str | None = None,
+          x_title: str | None = None, y_title: str | None = None):
     """Lines with min–max error bars: e.g. decode latency against context length, full vs
     bucketed. ``data``: a DataFrame or a list of records with columns ``x``, ``y``, ``color``
-    and optionally ``lo``/``hi``."""
+    and optionally ``lo``/``hi``; ``dash`` names a column (e.g. ``engine``) drawn as line
+    styles, one line per (color, dash) value."""
     import plotly.graph_objects as go
 
     df = pd.DataFrame(list(data) if not isinstance(data, pd.DataFrame) else data).copy()
@@ -368,19 +369,28 @@ def sweep(data, x: str = "context", y: str = "median_ms", color: str = "variant"
     df[color] = df[color].astype(str)
     numeric = pd.api.types.is_numeric_dtype(df[x])
     log_x = log_x and numeric and bool((df[x] > 0).all())
-    df = df.sort_values([color, x], kind="stable")
+    if dash and dash in df:
+        df[dash] = df[dash].astype(str)
+        styles = dict(zip(sorted(df[dash].unique()), ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")))
+    else:
+        dash, styles = None, {}
+    df = df.sort_values([color] + ([dash] if dash else []) + [x], kind="stable")
     fig = go.Figure()
-    for var in sorted(df[color].unique()):
-        sub = df[df[color] == var]
+    groups = [(v, d) for v in sorted(df[color].unique())
+              for d in (sorted(df.loc[df[color] == v, dash].unique()) if dash else [None])]
+    for var, style in groups:
+        sub = df[(df[color] == var) & ((df[dash] == style) if dash else True)]
+        label = f"{var} \u00b7 {style}" if dash else var
         ys = [float(v) for v in sub[y]]
         err = None
         if lo and hi and lo in sub and hi in sub:
             err = dict(type="data", symmetric=False, array=[float(h) - v for h, v in zip(sub[hi], ys)],
                        arrayminus=[v - float(low) for low, v in zip(sub[lo], ys)], thickness=1.5, width=6)
         fig.add_trace(go.Scatter(
-            name=_t(var, 40), x=[float(v) for v in sub[x]] if numeric else [_t(v, 40) for v in sub[x]], y=ys, mode="lines+markers", error_y=err,
-            line=dict(color=variant_color(var), width=2.5), marker=dict(size=9),
-            hovertemplate=f"{_t(var, 40)}<br>{_t(x)} %{{x{':,' if numeric else ''}}}<br>{_t(y)} %{{y:,.3f}}<extra></extra>"))
+            name=_t(label, 60), x=[float(v) for v in sub[x]] if numeric else [_t(v, 40) for v in sub[x]], y=ys,
+            mode="lines+markers", error_y=err,
+            line=dict(color=variant_color(var), width=2.5, dash=styles.get(style, "solid")), marker=dict(size=9),
+            hovertemplate=f"{_t(label, 60)}<br>{_t(x)} %{{x{':,' if numeric else ''}}}<br>{_t(y)} %{{y:,.3f}}<extra></extra>"))
     _layout(fig, title or f"{_t(y)} vs {_t(x)}", xaxis_title=x_title or _t(x), yaxis_title=y_title or _t(y))
     if log_x:
         ticks = sorted({float(v) for v in df[x]})

@@ -66,29 +66,80 @@ def _is_live(name: str, meta: dict) -> bool:
     return int(counts.get("kernels", 0) or 0) > 0 and units == "kernel"
 
 
-def find_trace(*tokens: str, root=None, prefer_live: bool | None = None, exclude: tuple[str, ...] = ()) -> str | None:
-    """Name of the stored trace for a case: its name (split at non-alphanumerics) or its
-    captured variant holds every token in ``tokens`` and none in ``exclude``.
-
-    ``find_trace("kvwrite", "unfused", "nsys")`` -> ``ref-h200-kvwrite-unfused-nsys`` unless a
-    live capture matches. Among several matches the last by name wins (names carry dates or
-    counters). None when nothing matches.
-    """
-    root = Path(root) if root is not None else traces_root()
-    if prefer_live is None:
-        prefer_live = os.environ.get("WORKBENCH_PREFER_LIVE", "1") != "0"
+def _catalog(root: Path, tokens, exclude) -> tuple[list[tuple[str, set]], list[tuple[str, set]]]:
+    """(live, reference) traces whose name or capture (variant values and keys, backend,
+    engine) holds every token and none of ``exclude``, each with its name's tokens."""
     want = {t.lower() for t in tokens}
     avoid = {t.lower() for t in exclude}
     live, ref = [], []
     for name in list_traces(root):
         meta = _manifest(root, name)
-        have = _tokens(name) | _variant_tokens(meta) | _tokens(str((meta.get("capture") or {}).get("backend", "")))
+        cap = meta.get("capture") or {}
+        own = _tokens(name)
+        have = own | _variant_tokens(meta) | _tokens(str(cap.get("backend", ""))) | _tokens(str(cap.get("engine", "")))
         if not want <= have or (avoid & have):
             continue
-        (live if _is_live(name, meta) else ref).append(name)
-    ref = [n for n in ref if n.startswith(REFERENCE_PREFIX)]
-    pool = (live or ref) if prefer_live else (ref or live)
-    return pool[-1] if pool else None
+        if _is_live(name, meta):
+            live.append((name, own))
+        elif name.startswith(REFERENCE_PREFIX):
+            ref.append((name, own))
+    return live, ref
+
+
+def _prefer_live(prefer_live: bool | None) -> bool:
+    if prefer_live is None:
+        return os.environ.get("WORKBENCH_PREFER_LIVE", "1") != "0"
+    return prefer_live
+
+
+def find_trace(*tokens: str, root=None, prefer_live: bool | None = None, exclude: tuple[str, ...] = (),
+               prefer: tuple[str, ...] = ()) -> str | None:
+    """Name of the stored trace for a case: its name (split at non-alphanumerics) or its
+    captured variant, backend or engine holds every token in ``tokens`` and none in ``exclude``.
+
+    ``find_trace("kvwrite", "unfused", "nsys")`` -> ``ref-h200-kvwrite-unfused-nsys`` unless a
+    live capture matches. Among several matches, the one whose *name* holds most of
+    ``tokens`` + ``prefer`` wins, then the last by name. None when nothing matches.
+    """
+    root = Path(root) if root is not None else traces_root()
+    live, ref = _catalog(root, tokens, exclude)
+    pool = (live or ref) if _prefer_live(prefer_live) else (ref or live)
+    if not pool:
+        return None
+    ranked = {t.lower() for t in tokens} | {t.lower() for t in prefer}
+    return max(pool, key=lambda x: (len(ranked & x[1]), len({t.lower() for t in prefer} & x[1]), x[0]))[0]
+
+
+def find_pair(a: str, b: str, *tokens: str, root=None, prefer_live: bool | None = None,
+              exclude: tuple[str, ...] = (), prefer: tuple[str, ...] = ()) -> tuple[str, str] | None:
+    """Two stored traces that differ only by ``a`` -> ``b`` in their names (the same capture
+    otherwise), both holding ``tokens`` and none of ``exclude``: ``find_pair("unfused",
+    "fused", "kvwrite")`` -> (``h200-kvwrite-unfused-eager-nsys``, ``h200-kvwrite-fused-eager-nsys``)
+    or the reference pair. Live pairs first (unless ``prefer_live`` is False); among several,
+    the one whose names hold most ``prefer`` tokens, then the last by name."""
+    root = Path(root) if root is not None else traces_root()
+    live, ref = _catalog(root, tokens, exclude)
+    names = set(list_traces(root))
+    rx = re.compile(rf"(?<![a-z0-9]){re.escape(a.lower())}(?![a-z0-9])")
+
+    def pairs(pool):
+        out = []
+        for name, own in pool:
+            if a.lower() not in own:
+                continue
+            other = rx.sub(b.lower(), name.lower())
+            match = next((n for n in names if n.lower() == other), None)
+            if match is not None and match != name:
+                out.append((name, match, own))
+        return out
+
+    lp, rp = pairs(live), pairs(ref)
+    pool = (lp or rp) if _prefer_live(prefer_live) else (rp or lp)
+    if not pool:
+        return None
+    pref = {t.lower() for t in prefer}
+    best = max(pool, key=lambda x: (len(pref & x[2]), x[0]))
+    return best[0], best[1]
 
 
 # --- sweep results ------------------------------------------------------------------------
@@ -150,12 +201,41 @@ def load_sweep(path=None) -> pd.DataFrame | None:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
+    if isinstance(data, dict) and isinstance(data.get("captures"), list):
+        return _campaign(data["captures"])
     if isinstance(data, dict):
         data = next((data[k] for k in ("results", "rows", "records", "sweep", "runs") if isinstance(data.get(k), list)), [])
+    if not isinstance(data, list):
+        return None
     rows = [r for r in (_record(x) for x in data if isinstance(x, dict)) if r is not None]
     if not rows:
         return None
     return pd.DataFrame(rows).sort_values(["variant", "context"], kind="stable").reset_index(drop=True)
+
+
+def _campaign(captures: list) -> pd.DataFrame | None:
+    """``benchmarks/live_campaign.py`` results: the cache-bucketing captures (``group``
+    ``cache-ctx*``), decode-step time median/min/max per (context, cache_rows, engine); the
+    torch.profiler capture's timing is taken over the nsys one when both exist."""
+    rows = []
+    for c in captures:
+        m = c.get("measured") if isinstance(c, dict) else None
+        if not isinstance(m, dict) or not str(c.get("group", "")).startswith("cache"):
+            continue
+        v, t = m.get("variant") or {}, m.get("decode_step_ms") or {}
+        if v.get("ctx") is None or t.get("median") is None:
+            continue
+        rows.append({"context": int(v["ctx"]), "variant": str(v.get("cache_rows", "?")), "engine": str(m.get("engine", "")),
+                     "backend": str(m.get("backend", "")), "median_ms": float(t["median"]),
+                     "min_ms": float(t.get("min", t["median"])), "max_ms": float(t.get("max", t["median"])),
+                     "trace": str(m.get("trace", c.get("name", "")))})
+    if not rows:
+        return None
+    df = pd.DataFrame(rows)
+    df["_rank"] = (df["backend"] != "torch").astype(int)
+    df = df.sort_values(["variant", "engine", "context", "_rank"], kind="stable")
+    df = df.drop_duplicates(["variant", "engine", "context"], keep="first").drop(columns="_rank")
+    return df.reset_index(drop=True)
 
 
 def step_times(trace, label: str | None = None) -> dict:

@@ -23,7 +23,10 @@ from ..trace.model import Trace
 from ..trace.store import list_traces
 from . import figures
 from .colors import STATUS, STATUS_TEXT
-from .notebook import find_trace, traces_root
+from .notebook import find_pair, traces_root
+
+# Engines whose kernels are not launched under layer ranges (graph replay) or are re-fused.
+_NOT_LAYERED = ("bucketed", "cudagraph", "compile")
 
 _e = html.escape
 
@@ -140,10 +143,13 @@ class TraceDiffWidget(widgets.VBox):
             else:
                 keys.append(str(t) if t is not None else None)
         names = [v for _, v in options]
-        if keys[0] is None:
-            keys[0] = find_trace("unfused", root=self.root) or (names[0] if names else None)
-        if keys[1] is None:
-            keys[1] = find_trace("fused", root=self.root, exclude=("unfused",)) or (names[1] if len(names) > 1 else keys[0])
+        if keys[0] is None or keys[1] is None:
+            pair = find_pair("unfused", "fused", "kvwrite", root=self.root, exclude=_NOT_LAYERED,
+                             prefer=("nsys", "eager")) or (None, None)
+            if keys[0] is None:
+                keys[0] = pair[0] or (names[0] if names else None)
+            if keys[1] is None:
+                keys[1] = pair[1] or (names[1] if len(names) > 1 else keys[0])
         for k in keys:
             if k is not None and k not in names:  # a path or a name outside the store
                 options.append((k, k))
