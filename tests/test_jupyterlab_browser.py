@@ -148,12 +148,14 @@ def test_trace_diff_notebook_in_jupyterlab(lab, tmp_path):
             page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
             _wait(lambda: _kernel_idle(page), 90, "the kernel to start and go idle", page)
 
-            # Run all; on a freshly started JupyterLab the first request can be dropped: retry.
+            # Run all; on a freshly started JupyterLab the first request can be dropped: retry
+            # until a cell shows it is queued or has run ("[*]" or "[1]").
+            started = lambda: page.evaluate("""() => [...document.querySelectorAll('.jp-InputPrompt')]
+                .some(e => /\\[(\\*|\\d+)\\]/.test(e.textContent))""")  # noqa: E731
             for attempt in range(3):
                 page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
                 try:
-                    _wait(lambda: page.locator(".jp-InputPrompt", has_text="[1]").count() > 0, 30,
-                          "the first cell to run", page)
+                    _wait(started, 30, "the cells to start running", page)
                     break
                 except AssertionError:
                     if attempt == 2:
