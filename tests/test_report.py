@@ -431,3 +431,11 @@ def test_committed_example_reports_are_current(tmp_path):
 
         assert main(["--root", str(TRACES), "report", *argv]) == 0
         assert (tmp_path / md.name).read_text() == text, f"{md.name} is stale: run reports/regenerate.sh"
+
+
+def test_workbench_report_is_callable_even_after_submodule_imports(tmp_path):
+    code = ("import workbench.report.cli, workbench as wb; "
+            f"r = wb.report({str(committed('ref-h200-kvwrite-unfused-nsys'))!r}, "
+            f"{str(committed('ref-h200-kvwrite-fused-nsys'))!r}); print(r.markdown.splitlines()[0])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "# ref-h200-kvwrite-unfused-nsys → ref-h200-kvwrite-fused-nsys"

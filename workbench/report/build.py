@@ -19,6 +19,9 @@ NOT_RECORDED = "not recorded"
 # per step (summed over layers) moved by at least this fraction and this many nanoseconds.
 TIME_CHANGE = 0.20
 TIME_CHANGE_NS = 1000.0
+MAX_COLUMNS = 8  # changed ranges shown in the per-layer table (all are in the range table)
+MAX_ALIGNMENTS = 12  # kernel-sequence groups shown
+MAX_OPS = 200  # lines of one aligned sequence
 
 
 # ---------------------------------------------------------------------------- timing / launches
@@ -53,16 +56,44 @@ def _stat_cell(s: dict, unit: str = "ms") -> str:
 
 
 def _launches(inp: Input) -> dict | None:
-    from ..analysis import launches_per_step
+    """Kernels and GPU time per step instance (top-level ranges matching the step regex),
+    vectorized: one pass over the projected kernels whatever the number of steps."""
+    import re
+
+    import numpy as np
+
+    from ..analysis import project
     from ..analysis.diff import STEP_REGEX
 
-    df = launches_per_step(inp.trace, STEP_REGEX)
-    if not len(df):
+    r = inp.trace.ranges
+    if not len(r):
         return None
-    k = sorted(int(x) for x in df["kernels"])
-    g = sorted(int(x) for x in df["gpu_time_ns"])
-    return {"steps": len(k), "kernels": k, "gpu_ns": g,
-            "kernels_median": _median(k), "gpu_median": _median(g)}
+    rx = re.compile(STEP_REGEX)
+    names = r["name"].astype(str).to_numpy(dtype=object)
+    is_step = (r["depth"].to_numpy() == 0) & np.array([bool(rx.search(n)) for n in names], dtype=bool)
+    if not is_step.any():
+        return None
+    parent = r["parent"].to_numpy()
+    root = np.arange(len(r))
+    cur = parent.copy()
+    while (m := cur >= 0).any():
+        root[m] = cur[m]
+        cur[m] = parent[cur[m]]
+    p = project(inp.trace)
+    rid = p["range_id"].to_numpy()
+    ok = rid >= 0
+    kroot = root[rid[ok]]
+    dur = p["duration"].to_numpy()[ok]
+    idx = np.flatnonzero(is_step)  # step instances, each counted even when it launched nothing
+    pos = np.full(len(r), -1, dtype=np.int64)
+    pos[idx] = np.arange(len(idx))
+    kpos = pos[kroot]
+    sel = kpos >= 0
+    counts = np.bincount(kpos[sel], minlength=len(idx))
+    gpu = np.bincount(kpos[sel], weights=dur[sel].astype(np.float64), minlength=len(idx))
+    k = sorted(int(x) for x in counts)
+    g = sorted(int(round(x)) for x in gpu)
+    return {"steps": len(idx), "kernels": k, "gpu_ns": g, "kernels_median": _median(k), "gpu_median": _median(g)}
 
 
 def _median(xs: list) -> float:
@@ -257,6 +288,13 @@ def _layer_counts(d, names: list[str]) -> Table | None:
     if not len(lay):
         return None
     cols = sorted(set(lay["range"].astype(str)))
+    more = 0
+    if len(cols) > MAX_COLUMNS:  # keep the ranges whose kernel counts moved most
+        moved = lay.assign(m=(lay["kernels_b"] - lay["kernels_a"]).abs()).groupby(lay["range"].astype(str))["m"].sum()
+        keep = sorted(sorted(cols, key=lambda c: (-float(moved.get(c, 0)), c))[:MAX_COLUMNS])
+        more = len(cols) - len(keep)
+        cols = keep
+        lay = lay[lay["range"].astype(str).isin(cols)]
     cells: dict[int, dict[str, str]] = {}
     for row in lay.itertuples(index=False):
         cells.setdefault(int(row.layer), {})[str(row.range)] = _arrow(row.kernels_a, row.kernels_b)
@@ -272,7 +310,8 @@ def _layer_counts(d, names: list[str]) -> Table | None:
     rows = [[fmt.layer_span(ls), *key] for ls, key in groups]
     return Table(["Layer(s)", *[Code(c) for c in cols]], rows, numeric=tuple(range(1, len(cols) + 1)),
                  note="Kernels launched per decode step in each changed range, base → fix "
-                      "(consecutive layers with identical counts share a row).")
+                      "(consecutive layers with identical counts share a row)."
+                      + (f" {more} more changed range(s) are in the table below." if more else ""))
 
 
 def _range_times(d, names: list[str]) -> Table | None:
@@ -303,7 +342,7 @@ def _runs(names: list[str]) -> list[tuple[str, int]]:
     return [(n, c) for n, c in out]
 
 
-def _alignments(d, names: list[str]) -> list[AlignGroup]:
+def _alignments(d, names: list[str]) -> tuple[list[AlignGroup], int]:
     r = d.ranges[(d.ranges["status"] == "both") & d.ranges["name"].astype(str).isin(names)]
     groups: dict[tuple, list] = {}
     for row in r.itertuples(index=False):
@@ -321,8 +360,13 @@ def _alignments(d, names: list[str]) -> list[AlignGroup]:
             where = ", ".join(k for _, k in sorted(members)[:6]) + (" …" if len(members) > 6 else "")
         removed = sum(c for op, _, c in ops if op == "removed")
         added = sum(c for op, _, c in ops if op == "added")
-        out.append(AlignGroup(name, where, len(members), list(ops), removed, added))
-    return out
+        out.append(AlignGroup(name, where, len(members), list(ops[:MAX_OPS]), removed, added,
+                              truncated=max(0, len(ops) - MAX_OPS)))
+    total = len(out)
+    if total > MAX_ALIGNMENTS:  # keep the groups that changed most, in name order
+        keep = sorted(out, key=lambda g: (-(g.removed + g.added) * g.count, g.range, g.where))[:MAX_ALIGNMENTS]
+        out = [g for g in out if g in keep]
+    return out, total
 
 
 # ---------------------------------------------------------------------------- correctness
@@ -574,6 +618,7 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
     regen += ["-o", "report.html", "--md", "report.md"]
 
     commands = [(i.role, i.name, _command(i.meta)) for i in inputs]
+    aligned, n_aligned = _alignments(d, names) if names else ([], 0)
     return Report(
         title=title or f"{base.name} → {fix.name}",
         subtitle=["base ", Code(base.name), " → fix ", Code(fix.name)] +
@@ -584,7 +629,8 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
         variant_changes=_variant_changes(base, fix),
         layer_counts=_layer_counts(d, names) if names else None,
         range_times=_range_times(d, names) if names else None,
-        alignments=_alignments(d, names) if names else [],
+        alignments=aligned,
+        alignments_total=n_aligned,
         changed_ranges=names,
         correctness=correctness,
         environment=_environment(inputs),

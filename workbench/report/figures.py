@@ -4,14 +4,18 @@ Returns ``[(title, figure)]`` in a fixed order. Which figures: per-layer kernel 
 time of the ranges that changed (at most ``MAX_RANGES`` of them, largest time change first),
 the kernel timeline of the first changed range instance in base and fix, launches per step of
 every trace, the range composition by kernel, and, with a sweep, latency against context
-length (one figure per timed phase).
+length (one figure per timed phase). A figure left out comes as ``(title, reason)``.
 """
 
 from __future__ import annotations
 
 import html
+import re
 
 MAX_RANGES = 4
+# analysis.launches_per_step (behind viz.launches_per_step) scans every kernel once per step:
+# above this many steps the figure is left out (the results table still gives median, min-max).
+MAX_STEPS_FIGURE = 64
 
 
 def _ranked(d, names: list[str]) -> list[str]:
@@ -35,6 +39,16 @@ def _first_changed_key(d, names: list[str]) -> str | None:
         return None
     best = max(r.itertuples(index=False), key=lambda x: (abs(float(x.delta_gpu_time_ns)), str(x.range)))
     return str(best.range)
+
+
+def _steps(trace) -> int:
+    from ..analysis.diff import STEP_REGEX
+
+    r = trace.ranges
+    if not len(r):
+        return 0
+    rx = re.compile(STEP_REGEX)
+    return sum(1 for n in r.loc[r["depth"] == 0, "name"].astype(str) if rx.search(n))
 
 
 def build(inputs, d, names: list[str], sweep=None) -> list[tuple[str, object]]:
@@ -65,7 +79,13 @@ def build(inputs, d, names: list[str], sweep=None) -> list[tuple[str, object]]:
             figs.append((f"Kernel timeline of {key} (base)", fa))
             figs.append((f"Kernel timeline of {key} (fix)", fb))
     labelled = {f"{i.role}: {i.name}": i.trace for i in inputs}
-    figs.append(("Kernel launches per step", viz.launches_per_step(labelled)))
+    steps = max(_steps(i.trace) for i in inputs)
+    if steps <= MAX_STEPS_FIGURE:
+        figs.append(("Kernel launches per step", viz.launches_per_step(labelled)))
+    else:
+        figs.append(("Kernel launches per step", f"figure left out: {steps} steps in one trace (more than "
+                                                 f"{MAX_STEPS_FIGURE}); the results table gives median and min–max "
+                                                 "over steps"))
     figs.append(("Range composition by kernel (GPU time per step)",
                  viz.range_composition({f"{i.role}: {i.name}": i.trace for i in inputs[:2]}, metric="gpu_time")))
     if sweep is not None:

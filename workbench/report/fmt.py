@@ -11,7 +11,12 @@ def num(x: float) -> str:
     x = float(x)
     if not math.isfinite(x):
         return "n/a"
-    return f"{x:.0f}" if x.is_integer() else f"{x:.2f}"
+    if x.is_integer():
+        return f"{x:.0f}"
+    for d in range(2, 7):  # enough decimals that a non-integer never prints as one (3.997, not 4.00)
+        if round(x, d) != round(x):
+            return f"{x:.{d}f}"
+    return f"{x:.6f}"
 
 
 def ms(x: float) -> str:

@@ -48,6 +48,8 @@ def alignment(g: AlignGroup) -> str:
         sign = {"removed": "−", "added": "+"}.get(op, "")
         rows.append(f'<tr class="{op}"><td class="sign">{sign}</td><td><code>{esc(name)}</code></td>'
                     f'<td class="num">{"×" + str(count) if count > 1 else ""}</td></tr>')
+    if g.truncated:
+        rows.append(f'<tr class="equal"><td></td><td class="muted">… {g.truncated} more lines</td><td></td></tr>')
     return (f'<div class="align"><h4><code>{esc(g.range)}</code> in {esc(g.where)} — '
             f'<span class="removed-t">{g.removed} removed</span>, <span class="added-t">{g.added} added</span> '
             f'<span class="muted">(one instance shown; {g.count} identical)</span></h4>'
@@ -134,10 +136,13 @@ footer{margin-top:40px;color:var(--muted);font-size:13px;border-top:1px solid va
 
 
 def render(r: Report, figures: list[tuple[str, object]]) -> str:
-    plotly_js = _plotly_js() if figures else ""
+    plotly_js = _plotly_js() if any(not isinstance(f, str) for _, f in figures) else ""
     divs: list[str] = []
     scripts: list[str] = []
     for title, fig in figures:
+        if isinstance(fig, str):  # a figure left out, with the reason
+            divs.append(f'<p class="note">{esc(title)}: {esc(fig)}</p>')
+            continue
         div, script = _figure(title, fig)
         divs.append(div)
         scripts.append(script)
@@ -182,6 +187,9 @@ def render(r: Report, figures: list[tuple[str, object]]) -> str:
     section("layers", "Per-layer kernel counts and GPU time of the ranges that changed", body)
 
     body = "".join(alignment(g) for g in r.alignments) or "<p>No kernel sequence changed.</p>"
+    if r.alignments_total > len(r.alignments):
+        body += f'<p class="note">{r.alignments_total - len(r.alignments)} more changed kernel sequences not shown.</p>'
+
     body += figs(("Kernel timeline",))
     section("kernels", "Aligned kernel diff of the ranges that changed", body)
 

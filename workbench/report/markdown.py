@@ -66,6 +66,8 @@ def alignment(g: AlignGroup) -> str:
     for op, name, count in g.ops:
         sign = {"removed": "-", "added": "+"}.get(op, " ")
         body.append(f"{sign} {_line(name)}" + (f"  x{count}" if count > 1 else ""))
+    if g.truncated:
+        body.append(f"  ... {g.truncated} more lines")
     content = "\n".join(body)
     longest = max((len(m) for m in re.findall(r"`+", content)), default=0)
     fence = "`" * max(3, longest + 1)
@@ -109,6 +111,8 @@ def render(r: Report) -> str:
         out += ["### Aligned kernel sequences", ""]
         for g in r.alignments:
             out += [alignment(g), ""]
+        if r.alignments_total > len(r.alignments):
+            out += [f"_{r.alignments_total - len(r.alignments)} more changed kernel sequences not shown._", ""]
 
     if r.sweep is not None:
         out += ["## Sweep: latency vs context length", ""]

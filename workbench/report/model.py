@@ -48,6 +48,7 @@ class AlignGroup:
     ops: list[tuple[str, str, int]]  # (equal|removed|added, kernel name, consecutive repeats)
     removed: int
     added: int
+    truncated: int = 0  # lines of ops left out
 
 
 @dataclass
@@ -69,6 +70,7 @@ class Report:
     layer_counts: Table | None
     range_times: Table | None
     alignments: list[AlignGroup]
+    alignments_total: int
     changed_ranges: list[str]
     correctness: list[list[Cell]]  # lines
     environment: Table
