@@ -265,8 +265,19 @@ def _environment(inputs: list[Input]) -> Table:
 
 # ---------------------------------------------------------------------------- diff tables
 
-def _changed_names(d) -> list[str]:
+def _ranges(d):
+    """``d.ranges`` with ``name`` made readable for keys that are not a range of their own:
+    kernels launched directly inside a step show as ``(step)``, unattributed ones by their key."""
     r = d.ranges
+    special = r["range"].astype(str).str.startswith("(")
+    if special.any():
+        r = r.copy()
+        r["name"] = r["name"].astype(str).where(~special, r["range"].astype(str))
+    return r
+
+
+def _changed_names(d) -> list[str]:
+    r = _ranges(d)
     if not len(r):
         return []
     names = set(r.loc[r["kernels_a"] != r["kernels_b"], "name"].astype(str))
@@ -285,6 +296,8 @@ def _arrow(a: float, b: float) -> str:
 
 def _layer_counts(d, names: list[str]) -> Table | None:
     lay = d.layers[(d.layers["layer"] >= 0) & d.layers["range"].astype(str).isin(names)]
+    moved = set(lay.loc[lay["kernels_a"] != lay["kernels_b"], "range"].astype(str))
+    lay = lay[lay["range"].astype(str).isin(moved)]  # time-only changes are in the range table
     if not len(lay):
         return None
     cols = sorted(set(lay["range"].astype(str)))
@@ -315,7 +328,8 @@ def _layer_counts(d, names: list[str]) -> Table | None:
 
 
 def _range_times(d, names: list[str]) -> Table | None:
-    r = d.ranges[d.ranges["name"].astype(str).isin(names)]
+    r = _ranges(d)
+    r = r[r["name"].astype(str).isin(names)]
     if not len(r):
         return None
     rows = []
@@ -467,6 +481,19 @@ def _change(a: dict | None, b: dict | None) -> str:
     return fmt.pct(y, x) + (f", {r}" if r else "")
 
 
+def _unit(inputs: list[Input]) -> str:
+    """What the traces' kernel table holds: ``kernel`` (GPU), or e.g. ``cpu_op`` (CPU capture)."""
+    shown = {"kernel": "kernel", "cpu_op": "CPU op"}
+    units = sorted({str(_get(i.meta, "source", "work_units") or "kernel") for i in inputs})
+    return "/".join(shown.get(u, u.replace("_", " ")) for u in units)
+
+
+def _timers(inputs: list[Input]) -> str:
+    names = {"cuda_event": "CUDA events", "host": "host clock"}
+    timers = sorted({str(_get(i.meta, "timing", "timer")) for i in inputs if _get(i.meta, "timing", "timer")})
+    return "timer: " + ", ".join(names.get(t, t) for t in timers) if timers else "no timing recorded"
+
+
 def _with_delta(cell: str, a: dict | None, b: dict | None) -> str:
     if not a or not b:
         return cell
@@ -496,7 +523,8 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
         rows.append(row)
     lp_stat = [None if lp is None else {"median": lp["kernels_median"]} for lp in launches]
     gpu_stat = [None if lp is None else {"median": lp["gpu_median"]} for lp in launches]
-    row = ["kernel launches per decode step (from the trace)", *[_launch_cell(lp) for lp in launches[:2]]]
+    unit = _unit(inputs)
+    row = [f"{unit} launches per decode step (from the trace)", *[_launch_cell(lp) for lp in launches[:2]]]
     if launches[0] and launches[1]:
         a, b = launches[0]["kernels_median"], launches[1]["kernels_median"]
         row.append(f"{fmt.signed(b - a)} ({fmt.pct(b, a)})")
@@ -504,14 +532,17 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
         row.append("n/a")
     row += [_with_delta(_launch_cell(lp), lp_stat[0], s) for lp, s in zip(launches[2:], lp_stat[2:])]
     rows.append(row)
-    row = ["GPU kernel time per decode step (from the trace)", *[_gpu_cell(lp) for lp in launches[:2]],
+    row = [f"{'GPU kernel' if unit == 'kernel' else unit} time per decode step (from the trace)",
+           *[_gpu_cell(lp) for lp in launches[:2]],
            _change(gpu_stat[0], gpu_stat[1])]
     row += [_with_delta(_gpu_cell(lp), gpu_stat[0], s) for lp, s in zip(launches[2:], gpu_stat[2:])]
     rows.append(row)
     results = Table(headers, rows, numeric=tuple(range(1, len(headers))),
-                    note="Timed phases come from the CUDA-event timing recorded with each capture (median over "
-                         "repeated runs, min–max across runs); launches and GPU time per step are counted in "
-                         "the trace itself, over its captured decode steps (step ranges).")
+                    note=f"Timed phases come from the timing recorded with each capture ({_timers(inputs)}; "
+                         "median over repeated runs, min–max across runs); launches and their time per step are "
+                         "counted in the trace itself, over its captured decode steps (step ranges)."
+                         + ("" if unit == "kernel" else f" These traces hold {unit} events (a CPU capture), "
+                                                        "not GPU kernels."))
 
     # Headline: the numbers a PR description leads with.
     headline = []
@@ -521,8 +552,8 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
                                      _change(phases[0][p], phases[1][p])))
     if launches[0] and launches[1]:
         a, b = launches[0]["kernels_median"], launches[1]["kernels_median"]
-        headline.append(Headline("launches per decode step", fmt.num(a), fmt.num(b), fmt.pct(b, a)))
-        headline.append(Headline("GPU time per decode step", f"{fmt.us_from_ns(launches[0]['gpu_median'])} µs",
+        headline.append(Headline(f"{unit} launches per decode step", fmt.num(a), fmt.num(b), fmt.pct(b, a)))
+        headline.append(Headline(f"{'GPU' if unit == 'kernel' else unit} time per decode step", f"{fmt.us_from_ns(launches[0]['gpu_median'])} µs",
                                  f"{fmt.us_from_ns(launches[1]['gpu_median'])} µs",
                                  _change(gpu_stat[0], gpu_stat[1])))
 
