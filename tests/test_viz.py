@@ -343,3 +343,39 @@ def test_find_pair_prefers_matching_live_captures(tmp_path, monkeypatch):
         {"context": 2048, "variant": "full", "engine": "eager", "backend": "torch", "median_ms": 1.0}]
     fig = viz.sweep(df, dash="engine")
     assert [t.name for t in fig.data] == ["full \u00b7 eager"] and fig.data[0].line.dash == "solid"
+
+
+def test_many_names_are_folded_into_other(pair):
+    """Thousands of kernel or range names must not become thousands of plotly traces."""
+    import pandas as pd
+
+    a, _, _ = pair
+    k = a.kernels.copy()
+    k["short_name"] = pd.Categorical([f"kernel_{i % 40:02d}" for i in range(len(k))])
+    many = Trace({**a.tables, "kernels": k}, dict(a.meta), name="many")
+    tl = viz.timeline(many)
+    names = [t.name for t in tl.data if t.name != "ranges"]
+    assert len(names) == 16 and "(other kernels)" in names
+    assert sum(len(t.x) for t in tl.data if t.name != "ranges") == 160
+    comp = viz.range_composition(many, max_kernels=10)
+    assert len(comp.data) == 11 and "(other kernels)" in [t.name for t in comp.data]
+    assert sum(sum(t.y) for t in viz.range_composition(many, metric="kernels", max_kernels=10).data) == 160
+
+
+EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "external-traces"
+
+
+@pytest.mark.skipif(not (EXTERNAL / "nsys-ai-mfu-2gpu-before.sqlite.gz").is_file(), reason="no ../shared external traces")
+def test_widget_on_a_trace_with_thousands_of_ranges():
+    a = wb.open_trace(str(EXTERNAL / "nsys-ai-mfu-2gpu-before.sqlite.gz"))
+    b = wb.open_trace(str(EXTERNAL / "nsys-ai-mfu-2gpu-after.sqlite.gz"))
+    w = viz.TraceDiffWidget(a=a, b=b, root=TRACES)
+    assert len(w.diff.ranges) > 2000
+    assert len(w.scope.options) <= 1 + 400 + len(w.diff.ranges["layer"].unique())
+    assert len(w.figure.data) == 4 and len(w.figure.data[0].x) <= 31
+    w.scope.value = "range:(no launch record)"
+    w.show_timeline()
+    assert w.timeline_figures == [] and "no range instance" in w.timeline.outputs[0]["data"]["text/html"]
+    e = viz.TraceExplorer(a)
+    e.by.value = "layer"
+    assert len(e.figure.data) <= 13

@@ -34,6 +34,22 @@ def _t(s, limit: int | None = None) -> str:
     return html.escape(s, quote=False)
 
 
+OTHER_KERNELS = "(other kernels)"
+OTHER_RANGES = "(other ranges)"
+OTHER_COLOR = "#b0b0b0"
+
+
+def _top(weights: pd.Series, n: int) -> set:
+    """The ``n`` index labels with the largest weights (ties by label): what a figure shows
+    one by one; the rest are folded into one "other" entry so figures of traces with
+    thousands of names stay small and fast."""
+    if len(weights) <= n:
+        return set(weights.index)
+    w = pd.DataFrame({"k": [str(i) for i in weights.index], "w": weights.to_numpy(dtype=float)}, index=weights.index)
+    w = w.sort_values(["w", "k"], ascending=[False, True], kind="stable")
+    return set(w.index[:n])
+
+
 def _us(ns) -> float:
     return float(ns) / 1000.0
 
@@ -87,7 +103,10 @@ def _per_layer(d: TraceDiff, metric: str, range_name: str | None, title: str, yt
     if len(layered):
         groups = list(layered.groupby("layer", sort=True))
         xs = [f"layer {int(k)}" for k, _ in groups]
-    else:  # no layer ranges: one bar group per range name
+    else:  # no layer ranges: one bar group per range name (the 30 largest, the rest as one)
+        names = lay["range"].astype(str)
+        keep = _top(lay.groupby(names)[[f"{metric}_a", f"{metric}_b"]].sum().max(axis=1), 30)
+        lay = lay.assign(range=names.where(names.isin(keep), OTHER_RANGES))
         groups = list(lay.groupby("range", sort=True))
         xs = [_t(k, 40) for k, _ in groups]
     fig = go.Figure()
@@ -126,7 +145,7 @@ def layer_time(d: TraceDiff, range: str | None = None):  # noqa: A002
     return _per_layer(d, "gpu_time_ns", range, f"GPU time per step per layer ({what})", "GPU time per step (\u00b5s)", _us)
 
 
-def diff_bars(d: TraceDiff, scope=None):
+def diff_bars(d: TraceDiff, scope=None, max_ranges: int = 30):
     """Kernels and GPU time per step, A vs B, side by side, for a scope:
     ``None`` (every range name, summed over layers), a layer index (the ranges of that
     layer) or a range key (``"layer_03/kv_write"``)."""
@@ -135,7 +154,10 @@ def diff_bars(d: TraceDiff, scope=None):
 
     r = d.ranges
     if scope is None:
-        g = r.groupby("name", sort=True)[["kernels_a", "kernels_b", "gpu_time_ns_a", "gpu_time_ns_b"]].sum()
+        names = r["name"].astype(str)
+        keep = _top(r.groupby(names)[["gpu_time_ns_a", "gpu_time_ns_b"]].sum().max(axis=1), max_ranges)
+        names = names.where(names.isin(keep), OTHER_RANGES)
+        g = r.groupby(names, sort=True)[["kernels_a", "kernels_b", "gpu_time_ns_a", "gpu_time_ns_b"]].sum()
         title = "all layers, per range name"
     elif isinstance(scope, (int, np.integer)):
         g = r[r["layer"] == int(scope)].set_index("name").sort_index(kind="stable")
@@ -170,7 +192,8 @@ def _n_steps(p: pd.DataFrame, step_regex: str) -> int:
     return max(len(steps), 1)
 
 
-def range_composition(traces, metric: str = "gpu_time", per_step: bool = True, step_regex: str = STEP_REGEX):
+def range_composition(traces, metric: str = "gpu_time", per_step: bool = True, step_regex: str = STEP_REGEX,
+                      max_kernels: int = 15, max_ranges: int = 30):
     """What each range is made of: stacked bars per range name (innermost range, summed over
     layers), one stack segment per kernel, coloured by kernel. With several traces the x axis
     groups ranges under each trace label. ``metric``: ``gpu_time`` (µs) or ``kernels``."""
@@ -190,6 +213,12 @@ def range_composition(traces, metric: str = "gpu_time", per_step: bool = True, s
     df = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["range", "short_name", "kernels", "gpu_time", "trace"])
     df["range"] = df["range"].astype(str)
     df["short_name"] = df["short_name"].astype(str)
+    keep_k = _top(df.groupby("short_name")[metric].sum(), max_kernels)
+    keep_r = _top(df.groupby("range")[metric].sum(), max_ranges)
+    if len(keep_k) < df["short_name"].nunique() or len(keep_r) < df["range"].nunique():
+        df["short_name"] = df["short_name"].where(df["short_name"].isin(keep_k), OTHER_KERNELS)
+        df["range"] = df["range"].where(df["range"].isin(keep_r), OTHER_RANGES)
+        df = df.groupby(["trace", "range", "short_name"], sort=True)[["kernels", "gpu_time"]].sum().reset_index()
     multi = len(items) > 1
     order = [lab for lab, _ in items]
     # Ranges in a stable order: by name within each trace.
@@ -207,7 +236,8 @@ def range_composition(traces, metric: str = "gpu_time", per_step: bool = True, s
                 cd.append([float(row["kernels"]), float(row["gpu_time"])])
         x = [xs0, xs1] if multi else xs1
         fig.add_trace(go.Bar(
-            name=_t(kname, 40), x=x, y=ys, marker_color=kernel_color(kname), customdata=cd,
+            name=_t(kname, 40), x=x, y=ys, marker_color=OTHER_COLOR if kname == OTHER_KERNELS else kernel_color(kname),
+            customdata=cd,
             hovertemplate=f"<b>{_t(kname, 100)}</b><br>range %{{x}}<br>%{{customdata[0]:,.2f}} kernels, "
                           f"%{{customdata[1]:,.2f}} \u00b5s{' per step' if per_step else ''}<extra></extra>"))
     unit = "GPU time (\u00b5s)" if metric == "gpu_time" else "kernels"
@@ -252,6 +282,12 @@ def summary_bars(trace, by: str = "range", metric: str = "gpu_time", top: int = 
     unit = "GPU time (\u00b5s)" if metric == "gpu_time" else "kernels"
     fig = go.Figure()
     if by == "layer":
+        df = df.copy()
+        df["range"] = df["range"].astype(str)
+        keep = _top(df.groupby("range")[col].sum(), 12)
+        if len(keep) < df["range"].nunique():
+            df["range"] = df["range"].where(df["range"].isin(keep), OTHER_RANGES)
+            df = df.groupby(["layer", "range"], sort=True)[["kernels", "gpu_time_ns"]].sum().reset_index()
         df = df.sort_values(["layer", "range"], kind="stable")
         xs_all = sorted(df["layer"].unique())
         xlab = {x: (f"layer {x}" if x >= 0 else "no layer") for x in xs_all}
@@ -259,7 +295,8 @@ def summary_bars(trace, by: str = "range", metric: str = "gpu_time", top: int = 
             sub = df[df["range"].astype(str) == rng]
             fig.add_trace(go.Bar(
                 name=_t(rng, 40), x=[xlab[x] for x in sub["layer"]], y=[conv(v) for v in sub[col]],
-                marker_color=range_color(rng), customdata=[[int(k), _us(g)] for k, g in zip(sub["kernels"], sub["gpu_time_ns"])],
+                marker_color=OTHER_COLOR if rng == OTHER_RANGES else range_color(rng),
+                customdata=[[int(k), _us(g)] for k, g in zip(sub["kernels"], sub["gpu_time_ns"])],
                 hovertemplate=f"%{{x}} / {_t(rng, 60)}<br>%{{customdata[0]}} kernels, %{{customdata[1]:,.1f}} \u00b5s<extra></extra>"))
         barmode = "stack"
     else:
@@ -279,14 +316,17 @@ def summary_bars(trace, by: str = "range", metric: str = "gpu_time", top: int = 
     return fig
 
 
-def timeline(trace, where=None, *, title: str | None = None, max_kernels: int = 20000, step_regex: str = STEP_REGEX):
+def timeline(trace, where=None, *, title: str | None = None, max_kernels: int = 20000, max_legend: int = 15,
+             step_regex: str = STEP_REGEX):
     """Gantt of one range instance: its NVTX / record_function ranges on rows above (one row
     per nesting depth) and its kernels below (one row per stream), coloured by kernel; time in
     µs from the window start. ``where``: ``None`` (the first step), a range key or path
     (``"layer_03/kv_write"``, first instance), ``("layer", 3)`` or a range id.
 
     Ranges are CPU-side (when the launches were issued), kernels GPU-side (when they ran), on
-    one clock, so the gap between them is launch latency / queueing.
+    one clock, so the gap between them is launch latency / queueing. The ``max_legend`` most
+    frequent kernels get their own colour and legend entry, the rest share "(other kernels)"
+    (hover still names each one).
     """
     import plotly.graph_objects as go
 
@@ -317,11 +357,15 @@ def timeline(trace, where=None, *, title: str | None = None, max_kernels: int = 
         streams = sorted(int(s) for s in k["stream"].unique())
         krows = {s: f"GPU stream {s}" for s in streams}
         rows += [krows[s] for s in streams]
-        for kname, sub in sorted(k.groupby("short_name", observed=True), key=lambda x: str(x[0])):
+        short = k["short_name"].astype(str)
+        keep = _top(short.value_counts(), max_legend)
+        legend = short.where(short.isin(keep), OTHER_KERNELS)
+        for kname, sub in sorted(k.groupby(legend.to_numpy(), sort=False), key=lambda x: str(x[0])):
             kname = str(kname)
             fig.add_trace(go.Bar(
                 orientation="h", y=[krows[int(s)] for s in sub["stream"]], base=[_us(s - w.t0) for s in sub["start"]],
-                x=[_us(d) for d in sub["duration"]], name=_t(kname, 40), marker=dict(color=kernel_color(kname)),
+                x=[_us(d) for d in sub["duration"]], name=_t(kname, 40),
+                marker=dict(color=OTHER_COLOR if kname == OTHER_KERNELS else kernel_color(kname)),
                 customdata=[[_t(n, 160), _t(path, 120), _us(d), f"{gx}x{gy}x{gz}", f"{bx}x{by}x{bz}"]
                             for n, path, d, gx, gy, gz, bx, by, bz in zip(
                                 sub["name"].astype(str), sub["path"].astype(str), sub["duration"], sub["grid_x"],
@@ -332,7 +376,7 @@ def timeline(trace, where=None, *, title: str | None = None, max_kernels: int = 
     nk = len(k)
     _layout(fig, f"{head} \u2014 {nk} kernel{'s' if nk != 1 else ''}, {_us(w.t1 - w.t0):,.1f} \u00b5s",
             barmode="overlay", bargap=0.25,
-            height=max(260, 90 + 46 * len(rows), 110 + 21 * (k["short_name"].nunique() if len(k) else 0)),
+            height=max(260, 90 + 46 * len(rows), 110 + 21 * (min(k["short_name"].nunique(), max_legend + 1) if len(k) else 0)),
             legend=dict(orientation="v", x=1.02, xanchor="left", y=1.0, yanchor="top", title_text="kernel"))
     fig.update_layout(margin=dict(l=150, r=260))
     fig.update_xaxes(title_text="time from window start (\u00b5s)", rangemode="tozero")

@@ -60,20 +60,27 @@ def layer_instance(trace: Trace, layer: int, layer_regex: str | None = None) -> 
     return int(sel["id"].iloc[0]) if len(sel) else None
 
 
-def first_step(trace: Trace) -> int | None:
-    """Range id of the earliest top-level range (the first step), or None."""
+def first_step(trace: Trace, step_regex: str = STEP_REGEX) -> int | None:
+    """Range id of the first step: the earliest top-level range whose name is a step
+    (``step_0``, ``ProfilerStep#3``), else the longest top-level range; None without ranges."""
     r = trace.ranges
     if not len(r):
         return None
-    top = r[r["depth"] == 0].sort_values(["start", "id"], kind="stable")
-    return int(top["id"].iloc[0]) if len(top) else None
+    top = r[r["depth"] == 0]
+    rx = re.compile(step_regex)
+    steps = top[top["name"].astype(str).map(lambda s: bool(rx.search(s))).to_numpy(dtype=bool)]
+    if len(steps):
+        return int(steps.sort_values(["start", "id"], kind="stable")["id"].iloc[0])
+    longest = top.assign(_d=top["end"] - top["start"]).sort_values(["_d", "start", "id"], ascending=[False, True, True],
+                                                                  kind="stable")
+    return int(longest["id"].iloc[0]) if len(longest) else None
 
 
 def resolve(trace: Trace, where=None, step_regex: str = STEP_REGEX) -> int | None:
     """A range id from ``where``: an int range id, ``("layer", n)``, or a key/path string
     (first instance). ``None`` means the first step (or None for a trace without ranges)."""
     if where is None:
-        return first_step(trace)
+        return first_step(trace, step_regex)
     if isinstance(where, (int, np.integer)):
         if not 0 <= int(where) < len(trace.ranges):
             raise WorkbenchError(trace.label, f"no range with id {where}")

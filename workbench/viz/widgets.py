@@ -17,6 +17,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from ..analysis.diff import Alignment, TraceDiff, diff
+from ..analysis.projection import NO_LAUNCH, NO_RANGE
 from ..analysis.tables import BY, summary
 from ..trace import open_trace
 from ..trace.model import Trace
@@ -127,9 +128,10 @@ class TraceDiffWidget(widgets.VBox):
     the trace store (default: ``$WORKBENCH_TRACES`` or the repository's ``traces/``).
     """
 
-    def __init__(self, a=None, b=None, root=None, *, max_groups: int = 8):
+    def __init__(self, a=None, b=None, root=None, *, max_groups: int = 8, max_ranges: int = 400):
         self.root = Path(root) if root is not None else traces_root()
         self.max_groups = max_groups
+        self.max_ranges = max_ranges
         self._traces: dict[str, Trace] = {}
         self._diffs: dict[tuple[str, str], TraceDiff] = {}
         options = [(n, n) for n in list_traces(self.root)]
@@ -205,7 +207,12 @@ class TraceDiffWidget(widgets.VBox):
             sub = d.ranges[d.ranges["layer"] == layer]
             opts.append((f"layer {layer}  (kernels/step {_n(sub['kernels_a'].sum())} \u2192 {_n(sub['kernels_b'].sum())})",
                          f"layer:{layer}"))
-        for r in d.ranges.sort_values("range", kind="stable").itertuples():
+        ranges = d.ranges
+        if len(ranges) > self.max_ranges:  # a long dropdown is unusable: the ranges that changed most
+            order = ranges.assign(_w=ranges["delta_gpu_time_ns"].abs()).sort_values(["_w", "range"], ascending=[False, True],
+                                                                                     kind="stable")
+            ranges = order.head(self.max_ranges)
+        for r in ranges.sort_values("range", kind="stable").itertuples():
             tag = {"only_a": "  [only in A]", "only_b": "  [only in B]"}.get(r.status, "")
             opts.append((f"{r.range}  ({_n(r.kernels_a)} \u2192 {_n(r.kernels_b)}){tag}", f"range:{r.range}"))
         return opts
@@ -324,6 +331,11 @@ class TraceDiffWidget(widgets.VBox):
             return
         where = self._where()
         items, figs = [], []
+        if where in (NO_RANGE, NO_LAUNCH):
+            self.timeline_figures = []
+            _show(self.timeline, f"<div>{_e(where)}: these kernels have no range instance to draw; "
+                                 "pick a layer or a range.</div>")
+            return
         for side, key in (("A", self.a_select.value), ("B", self.b_select.value)):
             try:
                 fig = figures.timeline(self._trace(key), where)
