@@ -118,7 +118,8 @@ def timing(prefill, decode):
 def strip_code(md: str) -> str:
     """Markdown without code spans and fenced blocks (where any text is inert)."""
     md = re.sub(r"^(`{3,})[^\n]*\n.*?^\1\s*$", "", md, flags=re.S | re.M)
-    return re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", md)
+    md = re.sub(r"(?<![\\`])(`+)(?!`).*?(?<!`)\1(?!`)", "", md)  # a backslash-escaped ` opens nothing
+    return re.sub(r"\\[^\w\s]", "", md)  # backslash-escaped punctuation is literal text
 
 
 @pytest.fixture
@@ -170,6 +171,7 @@ def test_timing_outputs_and_env_from_capture_metadata(timed):
                  "| Report generator | `workbench 0.1.0` |"):
         assert item in md, item
     assert "timing n/a" not in md
+    assert "- engines without a capture in this report: compile, cudagraph, tensorrt" in md
     assert "- `workbench capture decoder --name t-fused`" not in md  # commands are listed per role
     assert "- fix `t-fused`: `workbench capture decoder --name t-fused`" in md
 
@@ -263,7 +265,7 @@ def test_report_module_import_is_light():
 def test_trace_strings_are_escaped(tmp_path):
     root = tmp_path / "store"
     a, b = evil_pair(root, tmp_path)
-    r = wb.report(a, b, root=root, html=tmp_path / "r.html", md=tmp_path / "r.md")
+    r = wb.report(a, b, root=root, html=tmp_path / "r.html", md=tmp_path / "r.md", title=f"T {EVIL} `x` | y")
     html = (tmp_path / "r.html").read_text()
     md = (tmp_path / "r.md").read_text()
     # HTML: the names appear escaped, never as markup; plotly JSON escapes "<" too.
@@ -277,6 +279,8 @@ def test_trace_strings_are_escaped(tmp_path):
     csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html).group(1)
     assert "default-src &#x27;none&#x27;" in csp and "unsafe-inline" not in csp.split("style-src")[0]
     # Markdown: outside code spans no trace text remains that could become markup.
+    assert md.startswith("# T \\<script\\>alert(1)\\</script\\> \\`x\\` \\| y\n")
+    assert "<title>T &lt;script&gt;alert(1)&lt;/script&gt; `x` | y</title>" in html
     assert EVIL in md  # shown verbatim, inside code
     bare = strip_code(md)
     assert "<script" not in bare and "</script" not in bare

@@ -611,6 +611,15 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
     if sweep is not None:
         for s in sweep.not_run:
             gaps.append(["sweep: ", Code(s)])
+    engines = {str(_get(i.meta, "capture", "engine")) for i in inputs if _get(i.meta, "capture", "engine")}
+    if engines:
+        from ..engines import KINDS
+
+        if sweep is not None:
+            engines |= {str(v) for v in sweep.meta.get("engines", [])}
+        missing = [k for k in KINDS if k not in engines]
+        if missing:
+            gaps.append(["engines without a capture in this report: " + ", ".join(missing)])
     if allow_mixed:
         gaps.append(["traces of different workloads were allowed (--allow-mixed): per-range numbers compare "
                      "different programs"])

@@ -177,6 +177,7 @@ def normalize(doc: Any, where) -> tuple[list[dict], dict, list[str]]:
             not_run.append(f"{name or series} at context {ctx}: no timing recorded")
         for metric, (unit, st) in vals.items():
             rows.append({"series": series, "context": ctx, "metric": metric, "unit": unit, **st})
+    meta = {**meta, "engines": sorted({str(p["engine"]) for p, _, _ in points if isinstance(p.get("engine"), str)})}
     uniq = {(r["metric"], r["series"], r["context"]): r for r in rows}  # a later duplicate wins
     rows = [uniq[k] for k in sorted(uniq, key=lambda k: (k[0], k[1], float(k[2])))]
     return rows, meta, sorted(set(not_run))
