@@ -443,3 +443,15 @@ def test_workbench_report_is_callable_even_after_submodule_imports(tmp_path):
             f"{str(committed('ref-h200-kvwrite-fused-nsys'))!r}); print(r.markdown.splitlines()[0])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "# ref-h200-kvwrite-unfused-nsys → ref-h200-kvwrite-fused-nsys"
+
+
+def test_trace_whose_tables_do_not_match_its_manifest_hash(cli, tmp_path):
+    root = tmp_path / "store"
+    root.mkdir()
+    bad = with_capture_meta(committed("ref-h200-kvwrite-fused-nsys"), root, "tampered")
+    m = json.loads((bad / "manifest.json").read_text())
+    m["content_sha256"] = "0" * 64
+    (bad / "manifest.json").write_text(json.dumps(m))
+    p = cli("report", str(committed("ref-h200-kvwrite-unfused-nsys")), str(bad), "--md", str(tmp_path / "r.md"))
+    assert p.returncode == 2 and "do not match the manifest's content_sha256" in p.stderr
+    assert not (tmp_path / "r.md").exists()

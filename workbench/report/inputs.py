@@ -62,9 +62,12 @@ def load_trace(src, role: str, root=None) -> Input:
         trace = open_trace(arg, root)
     meta = dict(trace.meta)
     if trace.path and is_trace_dir(Path(trace.path)):
-        sha = meta.get("content_sha256")
-        if not sha:
-            sha = content_hash(Path(trace.path))
+        # The hash the report prints must be the tables' real identity: recompute and compare.
+        sha = content_hash(Path(trace.path))
+        recorded = meta.get("content_sha256")
+        if recorded and recorded != sha:
+            raise WorkbenchError(trace.path, f"tables do not match the manifest's content_sha256 ({str(recorded)[:12]}… "
+                                             f"recorded, {sha[:12]}… found): modified after it was stored?")
         kind = "content_sha256"
         name = str(meta.get("name") or trace.name or Path(trace.path).name)
         if not (Path(trace.path) / MANIFEST).is_file():  # pragma: no cover - is_trace_dir checked it
