@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import gzip
 import zlib
+from itertools import chain as _chain
+from itertools import repeat as _repeat
 from pathlib import Path
 from typing import Any
 
@@ -156,8 +158,12 @@ class _Reader:
 
 class _Interner(dict):
     def codes(self, values: list) -> np.ndarray:
-        get = self.setdefault
-        return np.fromiter((get(v, len(self)) for v in values), dtype=np.int64, count=len(values))
+        # New strings get the next codes in first-seen order (dict.fromkeys keeps it), then
+        # one C-level lookup per value.
+        for v in dict.fromkeys(values):
+            if v not in self:
+                self[v] = len(self)
+        return np.fromiter(map(self.__getitem__, values), dtype=np.int64, count=len(values))
 
     def categorical(self, codes: list[np.ndarray]) -> pd.Categorical:
         c = np.concatenate(codes) if codes else np.zeros(0, np.int64)
@@ -194,7 +200,7 @@ def _num(values: list, what: str, where) -> np.ndarray:
         raise TraceFormatError(where, f"{what} has a non-numeric value")
     if not np.isfinite(a).all():
         raise TraceFormatError(where, f"{what} is missing or not finite in {int((~np.isfinite(a)).sum())} event(s)")
-    if any(v is True or v is False for v in values):
+    if bool in set(map(type, values)):  # True/False are the only bools
         raise TraceFormatError(where, f"{what} has a non-numeric value (true/false)")
     if len(a) and np.abs(a).max() >= _MAX_US:
         raise TraceFormatError(where, f"{what} out of range: {a[np.argmax(np.abs(a))]:.6g} us (more than 140 years)")
@@ -212,6 +218,11 @@ def _ns(us: np.ndarray) -> np.ndarray:
 
 
 def _ints(values: list, what: str, where, default: int = -1) -> np.ndarray:
+    if values and set(map(type, values)) == {int}:  # the usual case: plain ints, no None
+        try:
+            return np.array(values, dtype=np.int64)
+        except OverflowError:
+            pass  # the general path below reports it
     try:
         return np.fromiter((default if v is None else _ident(v) for v in values), dtype=np.int64, count=len(values))
     except (TypeError, ValueError, OverflowError) as e:
@@ -219,6 +230,8 @@ def _ints(values: list, what: str, where, default: int = -1) -> np.ndarray:
 
 
 def _names(values: list, what: str, where) -> list:
+    if set(map(type, values)) <= {str}:
+        return values
     for v in values:
         if type(v) is not str:
             if v is None:
@@ -253,6 +266,57 @@ class _Columns:
         return pd.DataFrame(out)
 
 
+def _all_args(group: list, where) -> list:
+    """``_args`` of each event; one C-level pass when every event has an args object."""
+    a = list(map(dict.get, group, _repeat("args")))
+    if set(map(type, a)) <= {dict}:
+        return a
+    return [_args(e, where) for e in group]
+
+
+def _dims_all(values: list, where) -> np.ndarray:
+    """``_dims`` of each value as an (n, 3) array; one C-level pass for lists of 3 ints."""
+    if (values and set(map(type, values)) == {list} and set(map(len, values)) == {3}
+            and set(map(type, _chain.from_iterable(values))) == {int}):
+        try:
+            return np.array(values, dtype=np.int64).reshape(-1, 3)
+        except OverflowError:
+            pass
+    return np.array([_dims(v, where) for v in values], dtype=np.int64).reshape(-1, 3)
+
+
+def _classify(events: list, counts: dict):
+    """Route each event by category in one C-level lookup per event; None when the batch holds
+    anything unusual (a non-object element, an unhashable category), which the caller then
+    classifies the plain way (and reports)."""
+    K, A, R, C, MC, MS, G = [], [], [], [], [], [], []
+    buckets = {"kernel": K, "cuda_runtime": A, "cuda_driver": A, "cpu_op": C, "user_annotation": R,
+               "gpu_memcpy": MC, "gpu_memset": MS, "gpu_user_annotation": G}
+    get = buckets.get
+    try:
+        for e in events:
+            b = get(e.get("cat"))
+            if b is not None:
+                b.append(e)
+    except (AttributeError, TypeError):
+        return None
+    out = []
+    for group in (K, A, C, MC, MS):
+        if group and set(map(dict.get, group, _repeat("ph"))) != {"X"}:
+            group = [e for e in group if e.get("ph") == "X"]
+        out.append(group)
+    K, A, C, MC, MS = out
+    BE = []
+    if R:
+        phs = list(map(dict.get, R, _repeat("ph")))
+        if set(phs) != {"X"}:
+            BE = [e for e, ph in zip(R, phs) if ph == "B" or ph == "E"]
+            R = [e for e, ph in zip(R, phs) if ph == "X"]
+    if G:
+        counts["gpu_user_annotation"] += sum(1 for ph in map(dict.get, G, _repeat("ph")) if ph == "X")
+    return K, A, R, C, MC, MS, BE
+
+
 def _dims(v, where) -> tuple[int, int, int]:
     if v is None:
         return (-1, -1, -1)
@@ -275,7 +339,12 @@ def read_kineto(path: str | Path) -> Trace:
         if not isinstance(events, list):
             raise TraceFormatError(where, "traceEvents is not an array")
         counts["events"] += len(events)
-        K, A, R, C, MC, MS, BE = [], [], [], [], [], [], []
+        fast = _classify(events, counts)
+        if fast is not None:
+            K, A, R, C, MC, MS, BE = fast
+            events = ()
+        else:
+            K, A, R, C, MC, MS, BE = [], [], [], [], [], [], []
         for e in events:
             if type(e) is not dict:
                 raise TraceFormatError(where, f"an element of traceEvents is not an object: {str(e)[:60]!r}")
@@ -299,12 +368,12 @@ def read_kineto(path: str | Path) -> Trace:
             elif (ph == "B" or ph == "E") and cat == "user_annotation":
                 BE.append(e)
         if K:
-            a = [_args(e, where) for e in K]
+            a = _all_args(K, where)
             names = _names([e.get("name") for e in K], "kernel name", where)
             ts = _num([e.get("ts") for e in K], "kernel ts", where)
             dur = _num([e.get("dur") for e in K], "kernel dur", where)
-            grid = np.array([_dims(x.get("grid"), where) for x in a], dtype=np.int64).reshape(-1, 3)
-            block = np.array([_dims(x.get("block"), where) for x in a], dtype=np.int64).reshape(-1, 3)
+            grid = _dims_all([x.get("grid") for x in a], where)
+            block = _dims_all([x.get("block") for x in a], where)
             start = _ns(ts)
             kern.add(
                 name=knames.codes(names), start=start, end=start + _ns(dur),
@@ -322,7 +391,7 @@ def read_kineto(path: str | Path) -> Trace:
                 end=start + _ns(_num([e.get("dur") for e in A], "API call dur", where)),
                 pid=_ints([e.get("pid") for e in A], "API call pid", where),
                 tid=_ints([e.get("tid") for e in A], "API call tid", where),
-                correlation=_ints([_args(e, where).get("correlation") for e in A], "API call correlation", where),
+                correlation=_ints([x.get("correlation") for x in _all_args(A, where)], "API call correlation", where),
                 kind=np.array([1 if e.get("cat") == "cuda_driver" else 0 for e in A], dtype=np.int8),
             )
         for group, cols, interner in ((R, rng, rnames), (C, ops, onames)):
