@@ -500,16 +500,9 @@ def _with_delta(cell: str, a: dict | None, b: dict | None) -> str:
     return f"{cell}; {fmt.pct(float(b['median']), float(a['median']))} vs base"
 
 
-def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | None = None,
-          allow_mixed: bool = False) -> Report:
-    import workbench
-
-    base, fix = inputs[0], inputs[1]
-    extras = inputs[2:]
-    phases = [_phases(i.meta) for i in inputs]
-    launches = [_launches(i) for i in inputs]
-
-    # Commands and Results
+def _results(inputs: list[Input], phases: list[dict], launches: list, unit: str) -> Table:
+    """The "Commands and Results" table: timed phases, then launches and time per step."""
+    base, fix, extras = inputs[0], inputs[1], inputs[2:]
     headers = ["Metric", Mixed(("base: ", Code(base.name))), Mixed(("fix: ", Code(fix.name))),
                "Change (fix vs base)"] + [Mixed((f"{e.role}: ", Code(e.name))) for e in extras]
     rows = []
@@ -523,84 +516,80 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
         rows.append(row)
     lp_stat = [None if lp is None else {"median": lp["kernels_median"]} for lp in launches]
     gpu_stat = [None if lp is None else {"median": lp["gpu_median"]} for lp in launches]
-    unit = _unit(inputs)
     row = [f"{unit} launches per decode step (from the trace)", *[_launch_cell(lp) for lp in launches[:2]]]
     if launches[0] and launches[1]:
         a, b = launches[0]["kernels_median"], launches[1]["kernels_median"]
         row.append(f"{fmt.signed(b - a)} ({fmt.pct(b, a)})")
     else:
         row.append("n/a")
-    row += [_with_delta(_launch_cell(lp), lp_stat[0], s) for lp, s in zip(launches[2:], lp_stat[2:])]
+    row += [_with_delta(_launch_cell(lp), lp_stat[0], st) for lp, st in zip(launches[2:], lp_stat[2:])]
     rows.append(row)
     row = [f"{'GPU kernel' if unit == 'kernel' else unit} time per decode step (from the trace)",
-           *[_gpu_cell(lp) for lp in launches[:2]],
-           _change(gpu_stat[0], gpu_stat[1])]
-    row += [_with_delta(_gpu_cell(lp), gpu_stat[0], s) for lp, s in zip(launches[2:], gpu_stat[2:])]
+           *[_gpu_cell(lp) for lp in launches[:2]], _change(gpu_stat[0], gpu_stat[1])]
+    row += [_with_delta(_gpu_cell(lp), gpu_stat[0], st) for lp, st in zip(launches[2:], gpu_stat[2:])]
     rows.append(row)
-    results = Table(headers, rows, numeric=tuple(range(1, len(headers))),
-                    note=f"Timed phases come from the timing recorded with each capture ({_timers(inputs)}; "
-                         "median over repeated runs, min–max across runs); launches and their time per step are "
-                         "counted in the trace itself, over its captured decode steps (step ranges)."
-                         + ("" if unit == "kernel" else f" These traces hold {unit} events (a CPU capture), "
-                                                        "not GPU kernels."))
+    return Table(headers, rows, numeric=tuple(range(1, len(headers))),
+                 note=f"Timed phases come from the timing recorded with each capture ({_timers(inputs)}; "
+                      "median over repeated runs, min–max across runs); launches and their time per step are "
+                      "counted in the trace itself, over its captured decode steps (step ranges)."
+                      + ("" if unit == "kernel" else f" These traces hold {unit} events (a CPU capture), "
+                                                     "not GPU kernels."))
 
-    # Headline: the numbers a PR description leads with.
-    headline = []
+
+def _headline(phases: list[dict], launches: list, unit: str) -> list[Headline]:
+    """The numbers a PR description leads with (base vs fix)."""
+    out = []
     for p in ("prefill", "decode step"):
         if p in phases[0] and p in phases[1]:
-            headline.append(Headline(p, f"{fmt.ms(phases[0][p]['median'])} ms", f"{fmt.ms(phases[1][p]['median'])} ms",
-                                     _change(phases[0][p], phases[1][p])))
+            out.append(Headline(p, f"{fmt.ms(phases[0][p]['median'])} ms", f"{fmt.ms(phases[1][p]['median'])} ms",
+                                _change(phases[0][p], phases[1][p])))
     if launches[0] and launches[1]:
         a, b = launches[0]["kernels_median"], launches[1]["kernels_median"]
-        headline.append(Headline(f"{unit} launches per decode step", fmt.num(a), fmt.num(b), fmt.pct(b, a)))
-        headline.append(Headline(f"{'GPU' if unit == 'kernel' else unit} time per decode step", f"{fmt.us_from_ns(launches[0]['gpu_median'])} µs",
-                                 f"{fmt.us_from_ns(launches[1]['gpu_median'])} µs",
-                                 _change(gpu_stat[0], gpu_stat[1])))
+        out.append(Headline(f"{unit} launches per decode step", fmt.num(a), fmt.num(b), fmt.pct(b, a)))
+        ga, gb = launches[0]["gpu_median"], launches[1]["gpu_median"]
+        out.append(Headline(f"{'GPU' if unit == 'kernel' else unit} time per decode step", f"{fmt.us_from_ns(ga)} µs",
+                            f"{fmt.us_from_ns(gb)} µs", _change({"median": ga}, {"median": gb})))
+    return out
 
-    names = _changed_names(d)
-    correctness, corr_gaps, corr_summary = _correctness(inputs)
-    if _outputs(base.meta) is not None and _outputs(fix.meta) is not None:
-        headline.append(Headline("outputs", "", "", corr_summary[0]))
 
-    # Gaps: one line per kind of gap, naming every trace it applies to.
-    per_trace: dict[str, list[Input]] = {}
-
-    def note(what: str, i: Input) -> None:
-        per_trace.setdefault(what, []).append(i)
-
+def _gaps(inputs: list[Input], phases: list[dict], d, sweep: Sweep | None, corr_gaps: list,
+          allow_mixed: bool) -> list[list]:
+    """"Not run / remaining gaps": what the report could not show, and why."""
+    base, fix = inputs[0], inputs[1]
+    per_trace: dict[str, list[Input]] = {}  # one line per kind of gap, naming every trace
     for i, ph in zip(inputs, phases):
+        what = []
         if not ph:
-            note(f"timing {NOT_TIMED}", i)
-        cap = i.meta.get("capture") if isinstance(i.meta.get("capture"), dict) else {}
-        device = str(cap.get("device") or "")
+            what.append(f"timing {NOT_TIMED}")
+        device = str(_get(i.meta, "capture", "device") or "")
         if device and not device.startswith("cuda"):
-            note(f"captured on {device}, not on a GPU", i)
+            what.append(f"captured on {device}, not on a GPU")
         elif not _get(i.meta, "env", "gpu"):
-            note("no GPU recorded in the trace's environment", i)
+            what.append("no GPU recorded in the trace's environment")
         missing = [label for label, paths in ENV_ITEMS
                    if label in ("torch", "triton", "Engine git revision", "Workbench git revision")
                    and _env_value(label, paths, i) is None]
         if missing:
-            note(", ".join(missing) + " " + NOT_RECORDED, i)
+            what.append(", ".join(missing) + " " + NOT_RECORDED)
+        for w in what:
+            per_trace.setdefault(w, []).append(i)
     gaps: list[list] = []
-    for what in per_trace:  # insertion order: the order the checks run in, stable
-        members = per_trace[what]
+    for what, members in per_trace.items():  # insertion order: the order the checks run in
         who: list = []
         for j, i in enumerate(members):
             who += ([", "] if j else []) + [f"{i.role} ", Code(i.name)]
         gaps.append([what + ": ", Mixed(tuple(who))])
-    for i in inputs:
-        cap = i.meta.get("capture") if isinstance(i.meta.get("capture"), dict) else {}
+    for i in inputs:  # gaps the capture itself recorded
         for key in ("gaps", "not_run", "skipped"):
-            listed = cap.get(key) or i.meta.get(key)
+            listed = _get(i.meta, "capture", key) or i.meta.get(key)
             for g in listed if isinstance(listed, list) else []:
                 gaps.append([f"{i.role} ", Code(i.name), ": ", Code(str(g))])
     gaps += corr_gaps
-    for side, role in (("a", base), ("b", fix)):
+    for side, inp in (("a", base), ("b", fix)):
         n = int(d.totals.get(f"unattributed_{side}", 0))
         if n:
-            gaps.append([f"{role.role} ", Code(role.name), f": {n} kernel(s) outside any range or without a launch "
-                                                             "record (counted, not attributed to a layer)"])
+            gaps.append([f"{inp.role} ", Code(inp.name), f": {n} kernel(s) outside any range or without a launch "
+                                                           "record (counted, not attributed to a layer)"])
     for i in inputs:
         k = i.trace.kernels
         if len(k) and bool(k["graph"].any()):
@@ -609,8 +598,7 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
     if d.common == 0:
         gaps.append(["base and fix share no range path: no per-range comparison possible"])
     if sweep is not None:
-        for s in sweep.not_run:
-            gaps.append(["sweep: ", Code(s)])
+        gaps += [["sweep: ", Code(s)] for s in sweep.not_run]
     engines = {str(_get(i.meta, "capture", "engine")) for i in inputs if _get(i.meta, "capture", "engine")}
     if engines:
         from ..engines import KINDS
@@ -623,31 +611,33 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
     if allow_mixed:
         gaps.append(["traces of different workloads were allowed (--allow-mixed): per-range numbers compare "
                      "different programs"])
+    return gaps
 
-    # Provenance
-    prov_rows = []
+
+def _provenance(inputs: list[Input], sweep: Sweep | None) -> Table:
+    rows = []
     for i in inputs:
         src = i.meta.get("source") or {}
-        prov_rows.append([i.role, Code(i.name), Code(str(src.get("file", i.name))), Code(str(src.get("format", "?"))),
-                          Code(_tool(i.meta)), Code(i.hash_kind), Code(i.sha256)])
+        rows.append([i.role, Code(i.name), Code(str(src.get("file", i.name))), Code(str(src.get("format", "?"))),
+                     Code(_tool(i.meta)), Code(i.hash_kind), Code(i.sha256)])
     if sweep is not None:
-        prov_rows.append(["sweep", Code(sweep.source), Code(sweep.source), Code("json"), "", "file sha256",
-                          Code(sweep.sha256)])
-    provenance = Table(["Role", "Trace", "Captured file", "Format", "Tool", "Hash", "SHA-256"], prov_rows)
+        rows.append(["sweep", Code(sweep.source), Code(sweep.source), Code("json"), "", Code("file sha256"),
+                     Code(sweep.sha256)])
+    return Table(["Role", "Trace", "Captured file", "Format", "Tool", "Hash", "SHA-256"], rows)
 
-    # Sweep
-    sweep_table, sweep_note = None, ""
-    if sweep is not None:
-        srows = []
-        for r in sweep.rows:
-            n = f", {r['n']} runs" if r.get("n") else ""
-            spread = "" if r["min"] == r["max"] == r["median"] else f" ({fmt.ms(r['min'])}–{fmt.ms(r['max'])}{n})"
-            srows.append([Code(r["metric"]), Code(r["series"]), str(r["context"]),
-                          f"{fmt.ms(r['median'])} {r.get('unit', 'ms')}{spread}"])
-        sweep_table = Table(["Metric", "Series", "Context length", "Value (median, min–max)"], srows,
-                            numeric=(2, 3))
-        sweep_note = _sweep_note(sweep)
 
+def _sweep_table(sweep: Sweep) -> Table:
+    rows = []
+    for r in sweep.rows:
+        n = f", {r['n']} runs" if r.get("n") else ""
+        spread = "" if r["min"] == r["max"] == r["median"] else f" ({fmt.ms(r['min'])}–{fmt.ms(r['max'])}{n})"
+        rows.append([Code(r["metric"]), Code(r["series"]), str(r["context"]),
+                     f"{fmt.ms(r['median'])} {r.get('unit', 'ms')}{spread}"])
+    return Table(["Metric", "Series", "Context length", "Value (median, min–max)"], rows, numeric=(2, 3))
+
+
+def _regenerate(inputs: list[Input], sweep: Sweep | None, title: str | None, allow_mixed: bool) -> str:
+    """The command that regenerates this report (trace names, not the paths they were read from)."""
     regen = ["workbench", "report", *[i.name for i in inputs]]
     if sweep is not None:
         regen += ["--sweep", sweep.source]
@@ -655,17 +645,31 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
         regen += ["--title", title]
     if allow_mixed:
         regen.append("--allow-mixed")
-    regen += ["-o", "report.html", "--md", "report.md"]
+    return shlex.join(regen + ["-o", "report.html", "--md", "report.md"])
 
-    commands = [(i.role, i.name, _command(i.meta)) for i in inputs]
+
+def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | None = None,
+          allow_mixed: bool = False) -> Report:
+    """The report model of ``inputs`` (base, fix, extras), their diff ``d`` and a sweep."""
+    import workbench
+
+    base, fix, extras = inputs[0], inputs[1], inputs[2:]
+    phases = [_phases(i.meta) for i in inputs]
+    launches = [_launches(i) for i in inputs]
+    unit = _unit(inputs)
+    headline = _headline(phases, launches, unit)
+    correctness, corr_gaps, corr_summary = _correctness(inputs)
+    if _outputs(base.meta) is not None and _outputs(fix.meta) is not None:
+        headline.append(Headline("outputs", "", "", corr_summary[0]))
+    names = _changed_names(d)
     aligned, n_aligned = _alignments(d, names) if names else ([], 0)
     return Report(
         title=title or f"{base.name} → {fix.name}",
         subtitle=["base ", Code(base.name), " → fix ", Code(fix.name)] +
                  [x for e in extras for x in (f", {e.role} ", Code(e.name))],
         headline=headline,
-        commands=commands,
-        results=results,
+        commands=[(i.role, i.name, _command(i.meta)) for i in inputs],
+        results=_results(inputs, phases, launches, unit),
         variant_changes=_variant_changes(base, fix),
         layer_counts=_layer_counts(d, names) if names else None,
         range_times=_range_times(d, names) if names else None,
@@ -674,11 +678,11 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
         changed_ranges=names,
         correctness=correctness,
         environment=_environment(inputs),
-        provenance=provenance,
-        sweep=sweep_table,
-        sweep_note=sweep_note,
-        gaps=gaps,
-        regenerate=shlex.join(regen),
+        provenance=_provenance(inputs, sweep),
+        sweep=_sweep_table(sweep) if sweep is not None else None,
+        sweep_note=_sweep_note(sweep) if sweep is not None else "",
+        gaps=_gaps(inputs, phases, d, sweep, corr_gaps, allow_mixed),
+        regenerate=_regenerate(inputs, sweep, title, allow_mixed),
         generator=f"workbench {workbench.__version__}",
         roles=[(i.role, i.name) for i in inputs],
     )
