@@ -455,3 +455,13 @@ def test_trace_whose_tables_do_not_match_its_manifest_hash(cli, tmp_path):
     p = cli("report", str(committed("ref-h200-kvwrite-unfused-nsys")), str(bad), "--md", str(tmp_path / "r.md"))
     assert p.returncode == 2 and "do not match the manifest's content_sha256" in p.stderr
     assert not (tmp_path / "r.md").exists()
+
+
+def test_sweep_file_among_traces_is_told_apart_from_kineto_json(tmp_path):
+    from workbench.report.inputs import is_sweep_file
+
+    (tmp_path / "bare.json").write_text(json.dumps([{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1}]))
+    (tmp_path / "obj.json").write_text(json.dumps({"traceEvents": []}))
+    (tmp_path / "sweep.json").write_text(json.dumps({"points": [{"ctx": 512, "decode_step_ms": 1.0}]}))
+    assert [is_sweep_file(tmp_path / n) for n in ("bare.json", "obj.json", "sweep.json")] == [False, False, True]
+    assert not is_sweep_file(tmp_path / "missing.json") and not is_sweep_file(tmp_path)

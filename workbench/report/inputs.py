@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,7 +127,9 @@ def is_sweep_file(src) -> bool:
         return False
     with open(p, "rb") as fh:
         head = fh.read(1 << 20)
-    return b'"traceEvents"' not in head and head.lstrip()[:1] in (b"{", b"[")
+    if b'"traceEvents"' in head or re.search(rb'"ph"\s*:', head):  # Chrome trace, object or bare array
+        return False
+    return head.lstrip()[:1] in (b"{", b"[")
 
 
 def load_sweep(path) -> Sweep:
