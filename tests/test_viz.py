@@ -173,7 +173,8 @@ def test_hostile_names_are_escaped(evil, pair):
     assert html
 
 
-def test_trace_diff_widget_interaction(pair):
+def test_trace_diff_widget_interaction(pair, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_PREFER_LIVE", "0")  # live captures in traces/ would be preferred
     w = viz.TraceDiffWidget(root=TRACES)
     assert (w.a_select.value, w.b_select.value) == ("ref-h200-kvwrite-unfused-nsys", "ref-h200-kvwrite-fused-nsys")
     assert {v for _, v in w.a_select.options} == set(wb.list_traces(TRACES))
@@ -240,6 +241,7 @@ def test_find_trace_and_sweep_loader(tmp_path, monkeypatch):
     from workbench.viz.notebook import find_trace, load_sweep, traces_root
 
     monkeypatch.setenv("WORKBENCH_TRACES", str(TRACES))
+    monkeypatch.setenv("WORKBENCH_PREFER_LIVE", "0")  # live captures in traces/ would be preferred
     assert traces_root() == TRACES
     assert find_trace("kvwrite", "unfused", "nsys") == "ref-h200-kvwrite-unfused-nsys"
     assert find_trace("kvwrite", "fused", "nsys", exclude=("unfused",)) == "ref-h200-kvwrite-fused-nsys"
@@ -255,7 +257,7 @@ def test_find_trace_and_sweep_loader(tmp_path, monkeypatch):
     meta = json.loads(man.read_text())
     meta["capture"] = {"backend": "nsys", "variant": {"kv_write": "unfused", "cache_rows": "full"}}
     man.write_text(json.dumps(meta))
-    assert find_trace("kvwrite", "unfused", "nsys", root=root) == "decoder-eager-nsys"
+    assert find_trace("kvwrite", "unfused", "nsys", root=root, prefer_live=True) == "decoder-eager-nsys"
     # Preferring the reference still falls back to a live capture when no reference matches.
     assert find_trace("kvwrite", "unfused", "nsys", root=root, prefer_live=False) == "decoder-eager-nsys"
     monkeypatch.setenv("WORKBENCH_PREFER_LIVE", "0")
