@@ -139,13 +139,18 @@ def _int64(a: np.ndarray, where: Path, what: str) -> np.ndarray:
 
 
 def _lookup(ids: np.ndarray, strings: dict[int, str], where: Path, what: str) -> np.ndarray:
-    out = np.empty(len(ids), dtype=object)
-    for i, v in enumerate(ids.tolist()):
+    """The string of each id (an object array sharing one str per distinct id)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    uniq, inv = np.unique(ids, return_inverse=True)
+    vals = np.empty(len(uniq), dtype=object)
+    for j, v in enumerate(uniq.tolist()):
         s = strings.get(v)
         if s is None:
-            raise TraceFormatError(where, f"{what} refers to string id {v} missing from StringIds")
-        out[i] = s
-    return out
+            missing = {u for u in uniq.tolist() if u not in strings}
+            first = next(x for x in ids.tolist() if x in missing)  # report the first in row order
+            raise TraceFormatError(where, f"{what} refers to string id {first} missing from StringIds")
+        vals[j] = s
+    return vals[inv.reshape(-1)]
 
 
 def _text(values: np.ndarray) -> np.ndarray:
@@ -219,9 +224,13 @@ def _kernels(db: _Db, strings, where) -> pd.DataFrame:
 def _api(db: _Db, strings, where) -> pd.DataFrame:
     r = db.read(RUNTIME)
     gtid = _ints(r, "globalTid", where, RUNTIME)
-    names = _lookup(_ints(r, "nameId", where, RUNTIME), strings, where, f"{RUNTIME}.nameId")
+    name_ids = _ints(r, "nameId", where, RUNTIME)
+    names = _lookup(name_ids, strings, where, f"{RUNTIME}.nameId")
     # nsys suffixes runtime names with the API version ("cudaLaunchKernel_v7000").
-    uniq, inv = np.unique(names.astype(str), return_inverse=True)
+    # Distinct names via the distinct ids: sorting millions of strings costs seconds.
+    _, first, inv_id = np.unique(name_ids, return_index=True, return_inverse=True)
+    uniq, inv_u = np.unique(names[first].astype(str), return_inverse=True)
+    inv = inv_u[inv_id.reshape(-1)]
     clean = np.array([u.split("_v")[0] if "_v" in u and u.rsplit("_v", 1)[-1].isdigit() else u for u in uniq], dtype=object)
     is_driver = np.array([u.startswith("cu") and not u.startswith("cuda") for u in clean])
     return pd.DataFrame({
