@@ -221,6 +221,10 @@ class TraceDiffWidget(widgets.VBox):
     def _on_traces(self, change=None) -> None:
         self.timeline.outputs = ()
         self.timeline_figures = []
+        if self.a_select.value is None or self.b_select.value is None:
+            self.summary.value = _error(f"no stored traces under {self.root}: pass a= and b= (names, paths or Trace "
+                                        "objects) or root=")
+            return
         try:
             d = self._diff()
         except Exception as e:  # show it in the widget: a callback's exception is easy to miss
