@@ -1,10 +1,11 @@
 import os
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
-
 import pytest
 
 torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    # The fused kv_write kernel runs under Triton's interpreter on CPU; on a GPU it must not.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from workbench import workloads
 from workbench.engines import build
@@ -58,7 +59,7 @@ def test_all_variants_same_logits_and_tokens():
         assert cmp["equal"], (key, cmp)
     # Fused writes exactly the bytes the aten ops write, index-K included.
     fused = runs[("fused", "full")][0].instance
-    assert fused.info["kv_write_impl"] == "triton"
+    assert fused.info["kv_write_impl"] == "triton-interpreter"
     for a, b in zip(ref_engine.instance.caches, fused.caches):
         for x, y in zip(a, b):
             assert torch.equal(x, y)

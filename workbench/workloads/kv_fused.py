@@ -8,7 +8,8 @@ nothing a profiler could see. On a GPU the same op launches exactly one kernel,
 
 Where Triton cannot run (no Triton, or CPU without the interpreter) the op writes with one
 ``index_copy_`` per cache instead; ``implementation(device)`` says which path runs and the
-capture manifest records it.
+capture manifest records it. The interpreter copies tensors through the host, so it must not
+be set on a GPU machine (it cannot run inside CUDA graph capture).
 """
 
 from __future__ import annotations
@@ -22,14 +23,16 @@ OP_NAME = "workbench::kv_write_fused"
 
 
 def implementation(device: torch.device) -> str:
-    """"triton" where the kernel can run on ``device``, else "torch" (the fallback)."""
+    """Which path writes on ``device``: "triton" (compiled kernel), "triton-interpreter"
+    (``TRITON_INTERPRET=1``: numpy on the host, right for CPU tests, useless for timing) or
+    "torch" (the fallback where Triton cannot run)."""
     try:
         import triton  # noqa: F401
     except ImportError:
         return "torch"
-    if device.type == "cuda" or (device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"):
-        return "triton"
-    return "torch"
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return "triton-interpreter"
+    return "triton" if device.type == "cuda" else "torch"
 
 
 @functools.cache
