@@ -90,13 +90,46 @@ class _Db:
         names = list(exprs)
         sql = f'select {", ".join(exprs.values())} from "{table}" {where_sql}'
         try:
-            rows = self.con.execute(sql).fetchall()
+            cols = self._select_chunked(sql, len(names))
+            if cols is None:  # columns whose type changes along the table: convert them whole
+                rows = self.con.execute(sql).fetchall()
+                if not rows:
+                    return pd.DataFrame({n: [] for n in names})
+                cols = [np.array(c, dtype=object) if _is_text(c) else np.array(c) for c in zip(*rows)]
         except sqlite3.DatabaseError as e:
             raise TraceFormatError(self.where, f"cannot read {table} ({e})") from None
-        if not rows:
+        if not cols:
             return pd.DataFrame({n: [] for n in names})
-        cols = list(zip(*rows))
-        return pd.DataFrame({n: np.array(c, dtype=object) if _is_text(c) else np.array(c) for n, c in zip(names, cols)})
+        return pd.DataFrame(dict(zip(names, cols)))
+
+    _CHUNK_ROWS = 1 << 18
+
+    def _select_chunked(self, sql: str, ncols: int):
+        """Rows turned into numpy columns a chunk at a time, so the Python row objects of a
+        large table never exist all at once. Gives exactly what converting each whole column
+        gives (text decided on the first 1000 values), or None when the chunks disagree on a
+        column's type and the caller must convert whole columns."""
+        cur = self.con.execute(sql)
+        parts: list[list[np.ndarray]] = [[] for _ in range(ncols)]
+        text: list[bool] | None = None
+        while True:
+            rows = cur.fetchmany(self._CHUNK_ROWS)
+            if not rows:
+                break
+            cols = list(zip(*rows))
+            del rows
+            if text is None:
+                text = [_is_text(c) for c in cols]
+            for i, c in enumerate(cols):
+                parts[i].append(np.array(c, dtype=object) if text[i] else np.array(c))
+        if text is None:
+            return []
+        out = []
+        for p in parts:
+            if len({a.dtype for a in p}) != 1:
+                return None
+            out.append(p[0] if len(p) == 1 else np.concatenate(p))
+        return out
 
     def read(self, table: str, where_sql: str = "") -> pd.DataFrame:
         have = self.columns(table)
