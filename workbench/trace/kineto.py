@@ -302,14 +302,15 @@ def _classify(events: list, counts: dict):
         return None
     out = []
     for group in (K, A, C, MC, MS):
-        if group and set(map(dict.get, group, _repeat("ph"))) != {"X"}:
+        # list.count, not a set: a "ph" that is a list or an object is unhashable
+        if group and list(map(dict.get, group, _repeat("ph"))).count("X") != len(group):
             group = [e for e in group if e.get("ph") == "X"]
         out.append(group)
     K, A, C, MC, MS = out
     BE = []
     if R:
         phs = list(map(dict.get, R, _repeat("ph")))
-        if set(phs) != {"X"}:
+        if phs.count("X") != len(phs):
             BE = [e for e, ph in zip(R, phs) if ph == "B" or ph == "E"]
             R = [e for e, ph in zip(R, phs) if ph == "X"]
     if G:
