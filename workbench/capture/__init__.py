@@ -4,7 +4,8 @@
 engine, times it (warm-up, repetitions, CUDA events on a GPU), records ``steps`` decode
 steps with the chosen backend, imports the result, and stores it with a manifest:
 
-* ``capture``: backend, engine, workload, variant, steps, the exact command(s);
+* ``capture``: backend, engine, workload, variant, steps, the command (the CLI argv, or the
+  equivalent CLI line for an API call, plus the process's own argv and the nsys command);
 * ``env``: GPU, driver, CUDA, torch, Triton, nsys, Python, git revision, host;
 * ``timing``: prefill and decode-step times (median, min-max, samples);
 * ``outputs``: greedy tokens and logits, for equality checks between variants.
@@ -16,6 +17,7 @@ directory outside the store and published atomically, so a failure leaves nothin
 from __future__ import annotations
 
 import shlex
+import sys
 import tempfile
 from pathlib import Path
 
@@ -119,6 +121,8 @@ def capture(workload: str, variant: dict | None = None, *, engine: str = "eager"
         "capture": {"backend": backend, "engine": engine, "workload": workload, "variant": resolved,
                     "device": device, "steps": steps, "repeats": repeats, "warmup": warmup,
                     "command": argv, "command_line": shlex.join(argv), "tool_command": tool_cmd,
+                    # The real process (a notebook kernel, a campaign script) behind an API call.
+                    "process_argv": list(sys.orig_argv),
                     "engine_info": result["engine"]},
         "env": environment(device, nsys),
         "timing": result["timing"],
