@@ -197,8 +197,10 @@ def test_sweep_section(tmp_path):
     r = wb.report(a, b, sweep=sweep, html=tmp_path / "r.html", md=tmp_path / "r.md")
     md = r.markdown
     assert "## Sweep: latency vs context length" in md
-    assert "| `decode_step` | `bucketed` | 4096 | 1.819 ms (1.809–1.839, 10 runs) |" in md
-    assert "decode step at context 4096: bucketed 1.819 ms, full 2.410 ms" in md
+    assert "| Metric | Series | context 256 | context 1024 | context 4096 |" in md
+    assert "| `decode_step` | `bucketed` | 1.051 ms (1.041–1.071, 10 runs) | 1.205 ms (1.195–1.225, 10 runs) | " \
+           "1.819 ms (1.809–1.839, 10 runs) |" in md
+    assert "- decode step at context 4096: `bucketed` 1.819 ms, `full` 2.410 ms" in md
     assert "sweep: `bucketed at context 8192: out of memory`" in md
     html = (tmp_path / "r.html").read_text()
     assert "decode step vs context length" in html
@@ -402,13 +404,16 @@ def test_sweep_from_live_campaign_results(tmp_path):
     sw = load_sweep(f)
     assert sw.series == ["cache_rows=bucketed", "cache_rows=full"]
     assert sw.metrics == ["attention_gpu_per_layer", "decode_step", "prefill"]
-    assert sw.meta["left_out"] == ["cache_rows=full kv_write=unfused"]
+    assert sw.meta["left_out_groups"] == ["fusion"]  # one context length: not part of the sweep
     assert sw.not_run == ["h200-cache-full-ctx8192-cudagraph-torch: skipped: campaign time budget spent"]
     r = wb.report(committed("ref-h200-kvwrite-fused-cache-full-torch"),
                   committed("ref-h200-kvwrite-fused-cache-bucketed-torch"), f)
     md = r.markdown
-    assert "| `decode_step` | `cache_rows=bucketed` | 8192 | 1.207 ms (1.183–1.243, 20 runs) |" in md
-    assert "| `attention_gpu_per_layer` | `cache_rows=full` | 512 | 13.50 µs |" in md
+    row = next(line for line in md.splitlines() if line.startswith("| `decode_step` | `cache_rows=bucketed` |"))
+    assert row.endswith("| 1.207 ms (1.183–1.243, 20 runs) |")  # the 8192 column
+    assert "| `attention_gpu_per_layer` | `cache_rows=full` | 13.50 µs | 13.50 µs | 13.50 µs |" in md
+    assert "- not part of the sweep (a single context length): group(s) `fusion`" in md
+    assert "- sweep: `h200-cache-full-ctx8192-cudagraph-torch: skipped: campaign time budget spent`" in md
 
 
 def test_committed_example_reports_are_current(tmp_path):

@@ -627,13 +627,24 @@ def _provenance(inputs: list[Input], sweep: Sweep | None) -> Table:
 
 
 def _sweep_table(sweep: Sweep) -> Table:
-    rows = []
+    """One row per (metric, series), one column per context length."""
+    contexts = sorted({r["context"] for r in sweep.rows}, key=float)
+    cells: dict[tuple, dict] = {}
     for r in sweep.rows:
         n = f", {r['n']} runs" if r.get("n") else ""
         spread = "" if r["min"] == r["max"] == r["median"] else f" ({fmt.ms(r['min'])}–{fmt.ms(r['max'])}{n})"
-        rows.append([Code(r["metric"]), Code(r["series"]), str(r["context"]),
-                     f"{fmt.ms(r['median'])} {r.get('unit', 'ms')}{spread}"])
-    return Table(["Metric", "Series", "Context length", "Value (median, min–max)"], rows, numeric=(2, 3))
+        cells.setdefault((r["metric"], r["series"]), {})[r["context"]] = \
+            f"{fmt.ms(r['median'])} {r.get('unit', 'ms')}{spread}"
+    order = sorted(cells, key=lambda k: (_metric_rank(k[0]), k[0], k[1]))
+    rows = [[Code(m), Code(s), *[cells[(m, s)].get(c, "–") for c in contexts]] for m, s in order]
+    return Table(["Metric", "Series", *[f"context {c}" for c in contexts]], rows,
+                 numeric=tuple(range(2, 2 + len(contexts))),
+                 note="Median (min–max over runs) of each point; a series is what differs between the "
+                      "sweep's captures.")
+
+
+def _metric_rank(metric: str) -> int:
+    return {"decode_step": 0, "prefill": 1}.get(metric, 2)
 
 
 def _regenerate(inputs: list[Input], sweep: Sweep | None, title: str | None, allow_mixed: bool) -> str:
@@ -680,7 +691,7 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
         environment=_environment(inputs),
         provenance=_provenance(inputs, sweep),
         sweep=_sweep_table(sweep) if sweep is not None else None,
-        sweep_note=_sweep_note(sweep) if sweep is not None else "",
+        sweep_note=_sweep_note(sweep) if sweep is not None else [],
         gaps=_gaps(inputs, phases, d, sweep, corr_gaps, allow_mixed),
         regenerate=_regenerate(inputs, sweep, title, allow_mixed),
         generator=f"workbench {workbench.__version__}",
@@ -688,12 +699,12 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
     )
 
 
-def _sweep_note(sweep: Sweep) -> str:
-    """One sentence per phase: how the series compare at the longest common context."""
-    notes = []
-    for metric in sweep.metrics:
+def _sweep_note(sweep: Sweep) -> list[list]:
+    """Lines: each metric's series at the longest context they share; what was left out."""
+    lines: list[list] = []
+    for metric in sorted(sweep.metrics, key=lambda m: (_metric_rank(m), m)):
         rows = [r for r in sweep.rows if r["metric"] == metric]
-        by = {}
+        by: dict[str, dict] = {}
         for r in rows:
             by.setdefault(r["series"], {})[r["context"]] = r["median"]
         series = sorted(by)
@@ -704,10 +715,16 @@ def _sweep_note(sweep: Sweep) -> str:
             continue
         c = max(common, key=float)
         unit = rows[0].get("unit", "ms")
-        vals = ", ".join(f"{s} {fmt.ms(by[s][c])} {unit}" for s in series)
-        notes.append(f"{metric.replace('_', ' ')} at context {c}: {vals}")
+        parts: list = [f"{metric.replace('_', ' ')} at context {c}: "]
+        for j, sname in enumerate(series):
+            parts += ([", "] if j else []) + [Code(sname), f" {fmt.ms(by[sname][c])} {unit}"]
+        lines.append(parts)
+    groups = sweep.meta.get("left_out_groups") or []
+    if groups:
+        lines.append(["not part of the sweep (a single context length): group(s) ",
+                      Mixed(tuple(x for j, g in enumerate(groups) for x in ((", " if j else ""), Code(g))))])
     left = sweep.meta.get("left_out") or []
     if left:
-        notes.append("measured at one context length only, so not plotted: " + ", ".join(left))
-    return "; ".join(notes) + ("." if notes else "")
-
+        lines.append(["measured at one context length only, so not plotted: ",
+                      Mixed(tuple(x for j, g in enumerate(left) for x in ((", " if j else ""), Code(g))))])
+    return lines

@@ -197,7 +197,8 @@ def render(r: Report, figures: list[tuple[str, object]]) -> str:
     section("steps", "Launches per step and range composition", body)
 
     if r.sweep is not None:
-        body = (f"<p>{esc(r.sweep_note)}</p>" if r.sweep_note else "") + figs(tuple(
+        note = "".join(f"<li>{''.join(cell(p) for p in ln)}</li>" for ln in r.sweep_note)
+        body = (f"<ul class=lines>{note}</ul>" if note else "") + figs(tuple(
             t for t, _ in figures if t.endswith(" vs context length"))) + table(r.sweep)
         section("sweep", "Sweep: latency vs context length", body)
 

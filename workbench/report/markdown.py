@@ -117,7 +117,7 @@ def render(r: Report) -> str:
     if r.sweep is not None:
         out += ["## Sweep: latency vs context length", ""]
         if r.sweep_note:
-            out += [text(r.sweep_note), ""]
+            out += [f"- {line(ln)}" for ln in r.sweep_note] + [""]
         out += [table(r.sweep), ""]
 
     out += ["## Correctness", ""]

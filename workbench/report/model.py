@@ -76,7 +76,7 @@ class Report:
     environment: Table
     provenance: Table
     sweep: Table | None
-    sweep_note: str
+    sweep_note: list[list[Cell]]  # lines
     gaps: list[list[Cell]]
     regenerate: str
     generator: str

@@ -20,6 +20,7 @@ Series measured at a single context length are left out of the sweep (and named 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from ..errors import WorkbenchError
@@ -127,6 +128,24 @@ def _values(p: dict) -> dict[str, tuple[str, dict]]:
     return out
 
 
+def _families(points: list, meta: dict) -> tuple[list, dict]:
+    """Points that carry a ``group`` (live_campaign: ``fusion``, ``cache-ctx512``, ...): a
+    family of groups whose names differ only in numbers (``cache-ctx#``) and that spans two or
+    more context lengths is the sweep; points of other groups are left out and named."""
+    if not points or not all(isinstance(p.get("group"), str) for p, _, _ in points):
+        return points, meta
+    fam = [re.sub(r"\d+", "#", p["group"]) for p, _, _ in points]
+    spans: dict[str, set] = {}
+    for f, (_, ctx, _) in zip(fam, points):
+        spans.setdefault(f, set()).add(ctx)
+    sweeps = {f for f, c in spans.items() if len(c) > 1}
+    if not sweeps or len(sweeps) == len(spans):
+        return points, meta
+    left = sorted({p["group"] for (p, _, _), f in zip(points, fam) if f not in sweeps})
+    kept = [pt for pt, f in zip(points, fam) if f in sweeps]
+    return kept, {**meta, "left_out_groups": left}
+
+
 def normalize(doc: Any, where) -> tuple[list[dict], dict, list[str]]:
     """``(rows, meta, not_run)``: rows sorted by (metric, series, context); ``meta`` gains
     ``left_out`` (series at a single context length)."""
@@ -148,6 +167,7 @@ def normalize(doc: Any, where) -> tuple[list[dict], dict, list[str]]:
             raise WorkbenchError(where, f"sweep point {i} has no context length (one of {', '.join(_CTX)}, "
                                         "on the point or in its variant)")
         points.append((p, ctx, name))
+    points, meta = _families(points, meta)
     explicit = any(isinstance(p.get(k), (str, int, float)) for p, _, _ in points for k in _SERIES)
 
     def label(kept: list) -> list[str]:
