@@ -15,9 +15,22 @@ import sys
 import time
 
 
+def _hwm() -> int:
+    """This process's RSS high-water mark. ``VmHWM`` belongs to the process image, so it starts
+    afresh at exec; ``ru_maxrss`` would also count what the parent held when it forked us."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def _rss() -> int:
     # HTA may parse ranks in forked workers: count them too
-    return max(resource.getrusage(w).ru_maxrss for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) * 1024
+    return max(_hwm(), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
 
 
 def main(dir_a: str, dir_b: str) -> dict:
@@ -66,4 +79,11 @@ def main(dir_a: str, dir_b: str) -> dict:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(json.dumps(main(sys.argv[1], sys.argv[2])) + "\n")
+    import os
+
+    load0 = os.getloadavg()[0]
+    out = main(sys.argv[1], sys.argv[2])
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    out["cpu_s"] = ru.ru_utime + ru.ru_stime
+    out["loadavg_1m"] = [load0, os.getloadavg()[0]]
+    sys.stdout.write(json.dumps(out) + "\n")

@@ -46,6 +46,11 @@ def _err(runs):
     return f"failed: {errs[0][:60]}" if errs else "-"
 
 
+def _load(ok):
+    v = [x for r in ok for x in r.get("loadavg_1m", [])]
+    return f"{min(v):.1f}-{max(v):.1f}" if v else "-"
+
+
 def fmt_mem(runs):
     v = _vals(runs, "peak_rss_bytes")
     if not v:
@@ -95,8 +100,8 @@ def tables(res: dict) -> str:
                "summary. Peak = RSS high-water mark of the process (interpreter and libraries included: "
                "about 105 MiB before any work).\n")
     out.append("| size | format | runs | import s | projection s | per-layer summary s | total s | kernel events/s "
-               "| total events/s | peak RSS | peak / input |")
-    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+               "| total events/s | peak RSS | peak / input | process CPU s | load avg |")
+    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label in _sizes(res):
         s = res["sizes"][label]
         for fmt in ("nsys", "kineto"):
@@ -112,15 +117,15 @@ def tables(res: dict) -> str:
             peak = max(r["peak_rss_bytes"] for r in ok)
             out.append(f"| {label} | {fmt} | {len(ok)} | {fmt_s(runs, 'import_s')} | {fmt_s(runs, 'project_s')} | "
                        f"{fmt_s(runs, 'summary_s')} | {fmt_s(runs, 'total_s')} | {k / ip:,.0f} | {e / ip:,.0f} | "
-                       f"{fmt_mem(runs)} | {peak / ok[0]['input_bytes']:.2f}x |")
+                       f"{fmt_mem(runs)} | {peak / ok[0]['input_bytes']:.2f}x | {fmt_s(runs, 'cpu_s')} | {_load(ok)} |")
     out.append("")
 
     out.append("### Side by side: Holistic Trace Analysis (Kineto JSON)\n")
     out.append("End to end on the same two files (unfused A, fused B): load A + per-kernel breakdown + load B + diff. "
                "Workbench: `import_file`, `summary(by='kernel')`, `import_file`, `diff`. HTA: `TraceAnalysis`, "
                "`get_gpu_kernel_breakdown`, `TraceAnalysis`, `TraceDiff.compare_traces` (its default: first iteration).\n")
-    out.append("| size | tool | runs | load A s | breakdown s | load B s | diff s | total s | peak RSS | kernels A / B |")
-    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    out.append("| size | tool | runs | load A s | breakdown s | load B s | diff s | total s | peak RSS | kernels A / B | process CPU s | load avg |")
+    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     ratios = []
     for label in _sizes(res):
         s = res["sizes"][label]
@@ -131,17 +136,19 @@ def tables(res: dict) -> str:
             ok = _ok(runs)
             counts = f"{ok[0]['kernels_a']:,} / {ok[0]['kernels_b']:,}" if ok else ""
             out.append(f"| {label} | {tool} | {len(ok)} | {fmt_s(runs, 'load_a_s')} | {fmt_s(runs, 'breakdown_s')} | "
-                       f"{fmt_s(runs, 'load_b_s')} | {fmt_s(runs, 'diff_s')} | {fmt_s(runs, 'total_s')} | {fmt_mem(runs)} | {counts} |")
+                       f"{fmt_s(runs, 'load_b_s')} | {fmt_s(runs, 'diff_s')} | {fmt_s(runs, 'total_s')} | {fmt_mem(runs)} | {counts} "
+                       f"| {fmt_s(runs, 'cpu_s')} | {_load(ok)} |")
         w, h = _ok(s.get("wb_diff_kineto")), _ok(s.get("hta"))
         if w and h:
             eq = w[0]["kernels_a"] == h[0]["kernels_a"] and w[0]["kernels_b"] == h[0]["kernels_b"]
-            ratios.append((label, med(h, "total_s") / med(w, "total_s"), med(h, "load_a_s") / med(w, "load_a_s"), eq))
+            ratios.append((label, med(h, "total_s") / med(w, "total_s"), med(h, "load_a_s") / med(w, "load_a_s"), eq,
+                           med(h, "cpu_s") / med(w, "cpu_s")))
     if ratios:
         out.append("")
-        out.append("| size | HTA / workbench, end to end | HTA / workbench, load A only | equal kernel counts |")
-        out.append("|---|---:|---:|---|")
-        for label, r, rl, eq in ratios:
-            out.append(f"| {label} | **{r:.1f}x** | {rl:.1f}x | {'yes' if eq else 'NO'} |")
+        out.append("| size | HTA / workbench, end to end (wall) | HTA / workbench, load A only (wall) | HTA / workbench, process CPU time | equal kernel counts |")
+        out.append("|---|---:|---:|---:|---|")
+        for label, r, rl, eq, rc in ratios:
+            out.append(f"| {label} | **{r:.1f}x** | {rl:.1f}x | {rc:.1f}x | {'yes' if eq else 'NO'} |")
     out.append("")
 
     out.append("### Side by side: indexed SQLite join (nsys export)\n")
@@ -151,8 +158,8 @@ def tables(res: dict) -> str:
                "thread (latest start), counted per range name. Workbench: import + projection + per-layer summary "
                "(which includes the per-range counts).\n")
     out.append("| size | runs | SQLite index s | SQLite query s | SQLite total s | workbench total s | SQLite / workbench "
-               "| query only / workbench | equal per-range counts |")
-    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+               "| query only / workbench | SQLite / workbench, process CPU | equal per-range counts |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for label in _sizes(res):
         s = res["sizes"][label]
         q, w = s.get("sqlite_join"), s.get("wb_pipeline_nsys")
@@ -163,8 +170,9 @@ def tables(res: dict) -> str:
             eq = qo[0]["range_counts"] == wo[0]["range_counts"]
             r1 = med(qo, "total_s") / med(wo, "total_s")
             r2 = med(qo, "query_s") / med(wo, "total_s")
+            rc = med(qo, "cpu_s") / med(wo, "cpu_s") if med(qo, "cpu_s") and med(wo, "cpu_s") else float("nan")
             out.append(f"| {label} | {len(qo)} | {fmt_s(q, 'index_s')} | {fmt_s(q, 'query_s')} | {fmt_s(q, 'total_s')} | "
-                       f"{fmt_s(w, 'total_s')} | **{r1:.1f}x** | {r2:.1f}x | {'yes' if eq else 'NO'} |")
+                       f"{fmt_s(w, 'total_s')} | **{r1:.2f}x** | {r2:.2f}x | {rc:.2f}x | {'yes' if eq else 'NO'} |")
         else:
             out.append(f"| {label} | {len(q)} | {_err(q)} | | | | | | |")
     out.append("")
@@ -176,7 +184,8 @@ def tables(res: dict) -> str:
     out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label in _sizes(res):
         s = res["sizes"][label]
-        r, sv = s.get("wb_reopen"), _ok(s.get("wb_save_nsys"))
+        r = s.get("wb_reopen")
+        sv = _ok(s.get("wb_save_nsys")) or [x for x in _ok(s.get("wb_pipeline_nsys")) if "save_s" in x]
         if not r:
             continue
         size = f"{sv[0]['store_bytes'] / MiB:.0f} MiB" if sv else "-"

@@ -118,8 +118,14 @@ def setup_hta() -> None:
     subprocess.run([str(HTA_PY), "-m", "pip", "install", "-q", *HTA_PINS], check=True)
 
 
+SKIP: set[str] = set()
+
+
 def measure(res: dict, label: str, key: str, cmd: list[str], runs: int, timeout: float, log) -> list:
     entry = res["sizes"].setdefault(label, {})
+    if key in SKIP:
+        log(f"  {label} {key}: skipped (--skip)")
+        return entry.get(key, [])
     out = []
     for i in range(runs):
         r = run_task(cmd, timeout)
@@ -143,8 +149,12 @@ def main(argv=None):
     ap.add_argument("--hta-max", default="1M", help="largest size HTA is run at (0: never)")
     ap.add_argument("--hta-runs", type=int, default=1, help="HTA runs per size (it is slow)")
     ap.add_argument("--sqlite-max", default="10M", help="largest size the SQLite join is run at")
+    ap.add_argument("--kineto-max", default="10M", help="largest size Kineto JSON is generated and measured at")
+    ap.add_argument("--kineto-runs", type=int, default=0, help="runs for Kineto measurements (default: --runs)")
+    ap.add_argument("--diff-max", default="10M", help="largest size the diff (and the fused variant) is run at")
     ap.add_argument("--only", default="", help="comma list of measurements to run (default: all): "
                     "pipeline,diff,reopen,sqlite,hta")
+    ap.add_argument("--skip", default="", help="comma list of result keys not to (re)measure, e.g. wb_pipeline_nsys")
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--setup-hta", action="store_true", help="create benchmarks/.venv-hta with HTA first")
     ap.add_argument("--no-report", action="store_true")
@@ -159,42 +169,52 @@ def main(argv=None):
         setup_hta()
     res = load_results()
     res["machine"] = machine()
+    SKIP.update(filter(None, a.skip.split(",")))
     only = set(filter(None, a.only.split(","))) or {"pipeline", "diff", "reopen", "sqlite", "hta"}
     py = sys.executable
     for n in [parse_size(s) for s in a.sizes.split(",")]:
         label = size_label(n)
         runs = a.runs_large if n >= 10_000_000 else a.runs
-        log(f"size {label}: generating (skipped where present)")
+        kin = n <= parse_size(a.kineto_max)
+        do_diff = n <= parse_size(a.diff_max)
+        k_runs = min(runs, a.kineto_runs) if a.kineto_runs else runs
+        formats = ("nsys", "kineto") if kin else ("nsys",)
+        log(f"size {label}: generating {'+'.join(formats)} (skipped where present)")
         t = time.perf_counter()
-        ua = generate(n, DATA, "unfused")
-        fb = generate(n, DATA, "fused")
+        ua = generate(n, DATA, "unfused", formats)
+        fb = generate(n, DATA, "fused", formats) if do_diff else {}
         entry = res["sizes"].setdefault(label, {})
         gen = entry.setdefault("data", {})
         for tag, info in (("unfused", ua), ("fused", fb)):
-            for fmt in ("nsys", "kineto"):
+            for fmt in formats:
+                if f"{fmt}_path" not in info:
+                    continue
                 if fmt in info:
                     gen[f"{tag}_{fmt}"] = info[fmt]
                 p = Path(info[f"{fmt}_path"])
                 gen.setdefault(f"{tag}_{fmt}", {})["bytes"] = p.stat().st_size
         save_results(res)
         log(f"size {label}: data ready in {time.perf_counter() - t:.0f} s")
-        u_nsys, u_kin = ua["nsys_path"], ua["kineto_path"]
-        f_nsys, f_kin = fb["nsys_path"], fb["kineto_path"]
+        u_nsys, u_kin = ua["nsys_path"], ua.get("kineto_path")
+        f_nsys, f_kin = fb.get("nsys_path"), fb.get("kineto_path")
         task = [py, "-m", "benchmarks.tasks"]
+        store, name = str(DATA / "store"), f"bench-{label}"
         if "pipeline" in only:
-            measure(res, label, "wb_pipeline_nsys", task + ["pipeline", u_nsys], runs, a.timeout, log)
-            measure(res, label, "wb_pipeline_kineto", task + ["pipeline", u_kin], runs, a.timeout, log)
-        if "diff" in only:
+            # the last run also stores the trace for the re-open measurement
+            measure(res, label, "wb_pipeline_nsys", task + ["pipeline", u_nsys, store, name], runs, a.timeout, log)
+            if kin:
+                measure(res, label, "wb_pipeline_kineto", task + ["pipeline", u_kin], k_runs, a.timeout, log)
+        if "diff" in only and do_diff:
             measure(res, label, "wb_diff_nsys", task + ["diff", u_nsys, f_nsys], runs, a.timeout, log)
-            measure(res, label, "wb_diff_kineto", task + ["diff", u_kin, f_kin], runs, a.timeout, log)
+            if kin:
+                measure(res, label, "wb_diff_kineto", task + ["diff", u_kin, f_kin], k_runs, a.timeout, log)
         if "reopen" in only:
-            store = str(DATA / "store")
-            name = f"bench-{label}"
-            measure(res, label, "wb_save_nsys", task + ["save", u_nsys, store, name], 1, a.timeout, log)
+            if not (DATA / "store" / name / "manifest.json").exists():
+                measure(res, label, "wb_save_nsys", task + ["save", u_nsys, store, name], 1, a.timeout, log)
             measure(res, label, "wb_reopen", task + ["reopen", store, name], runs, a.timeout, log)
         if "sqlite" in only and n <= parse_size(a.sqlite_max):
             measure(res, label, "sqlite_join", task + ["sqlite", u_nsys], runs, a.timeout, log)
-        if "hta" in only and a.hta_max != "0" and n <= parse_size(a.hta_max):
+        if "hta" in only and a.hta_max != "0" and n <= parse_size(a.hta_max) and kin and do_diff:
             if not HTA_PY.exists():
                 log("  HTA venv missing: run with --setup-hta")
             else:

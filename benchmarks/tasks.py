@@ -25,8 +25,21 @@ import time
 T_PROCESS = time.perf_counter()
 
 
-def _rss() -> int:
+def _hwm() -> int:
+    """This process's RSS high-water mark. ``VmHWM`` belongs to the process image, so it starts
+    afresh at exec; ``ru_maxrss`` would also count what the parent held when it forked us."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _rss() -> int:
+    return _hwm()
 
 
 def _events(trace) -> int:
@@ -50,8 +63,9 @@ def _layer_counts(trace) -> dict:
     return {f"{int(l)}/{r}": int(k) for l, r, k in zip(s["layer"], s["range"], s["kernels"])}
 
 
-def pipeline(path: str) -> dict:
-    """import + projection + per-layer summary of one file."""
+def pipeline(path: str, root: str | None = None, name: str | None = None) -> dict:
+    """import + projection + per-layer summary of one file (then, untimed in those numbers,
+    saved to the store under ``root/name`` when given, for the re-open measurement)."""
     import workbench.analysis as wa
     from workbench.trace import import_file
 
@@ -72,6 +86,13 @@ def pipeline(path: str) -> dict:
     }
     out["range_counts"] = _range_counts(tr)
     out["layer_counts"] = _layer_counts(tr)
+    if root and name:
+        from workbench.trace import save as store
+
+        t4 = time.perf_counter()
+        d = store(tr, name, root, overwrite=True)
+        out["save_s"] = time.perf_counter() - t4
+        out["store_bytes"] = sum(f.stat().st_size for f in d.iterdir())
     return out
 
 
@@ -182,8 +203,14 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     task, args = argv[0], argv[1:]
     fn = {"pipeline": pipeline, "diff": diff, "save": save, "reopen": reopen, "sqlite": sqlite_join}[task]
+    load0 = os.getloadavg()[0]
     out = fn(*args)
+    ru = resource.getrusage(resource.RUSAGE_SELF)
     out["task"] = task
+    # CPU time of the whole process (imports included): less sensitive than wall time to
+    # other work on the machine; the 1-minute load average says how busy the machine was.
+    out["cpu_s"] = ru.ru_utime + ru.ru_stime
+    out["loadavg_1m"] = [load0, os.getloadavg()[0]]
     sys.stdout.write(json.dumps(out) + "\n")
 
 
