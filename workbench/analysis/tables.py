@@ -39,6 +39,9 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> 
         out = _agg(p, ["range"])
         inst = p[p["range_id"] >= 0].groupby("range", observed=True)["range_id"].nunique()
         out["instances"] = out["range"].map(inst).fillna(0).astype(np.int64)
+        # CUDA-graph kernels are attributed through cudaGraphLaunch: say how many they are.
+        graph = p[p["graph"]].groupby("range", observed=True).size()
+        out["graph_kernels"] = out["range"].map(graph).fillna(0).astype(np.int64)
         out["kernels_per_instance"] = np.where(out["instances"] > 0, out["kernels"] / out["instances"].clip(lower=1), np.nan)
         return out.sort_values(["gpu_time_ns", "range"], ascending=[False, True], kind="stable").reset_index(drop=True)
     if by == "layer":
