@@ -9,7 +9,6 @@ from .session import execute
 
 
 def capture(spec: dict, workdir: Path) -> tuple[Path, dict, list[str] | None]:
-    import torch
     from torch.profiler import ProfilerActivity, profile
 
     out = workdir / "kineto.json"
