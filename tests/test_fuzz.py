@@ -106,7 +106,7 @@ def _check(spec, path, writer, pid_of=None, **kw):
 NSYS_PIDS = {tg.nsys_pid(p): p for p in (100, 200)}
 
 
-@settings(max_examples=45, **SETTINGS)
+@settings(max_examples=30, **SETTINGS)
 @given(st.randoms(use_true_random=False))
 def test_nested_ranges_match_reference(tmp_path, rng):
     spec = random_spec(rng, nested=True)
@@ -115,7 +115,7 @@ def test_nested_ranges_match_reference(tmp_path, rng):
     _check(spec, tmp_path / "t.sqlite", tg.write_nsys, NSYS_PIDS)
 
 
-@settings(max_examples=35, **SETTINGS)
+@settings(max_examples=25, **SETTINGS)
 @given(st.randoms(use_true_random=False))
 def test_crossing_ranges_match_reference(tmp_path, rng):
     """Arbitrary (crossing) intervals: innermost = most recently started open range."""
