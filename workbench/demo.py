@@ -14,12 +14,17 @@ import os
 import sys
 from pathlib import Path
 
-# Committed trace pairs, best first: the project's own H200 captures, then the imported
-# reference captures.
-FUSION_PAIRS = (
+# Committed traces per case, best first: base, fix, then extras shown beside them (the
+# project's own H200 captures, then the imported reference captures).
+FUSION = (
+    ("h200-kvwrite-unfused-eager-nsys", "h200-kvwrite-fused-eager-nsys",
+     "h200-kvwrite-unfused-cudagraph-torch", "h200-kvwrite-fused-cudagraph-torch"),
     ("h200-kvwrite-unfused-eager-nsys", "h200-kvwrite-fused-eager-nsys"),
-    ("h200-kvwrite-unfused-eager-torch", "h200-kvwrite-fused-eager-torch"),
     ("ref-h200-kvwrite-unfused-nsys", "ref-h200-kvwrite-fused-nsys"),
+)
+BUCKETING = (
+    ("h200-cache-full-ctx2048-eager-torch", "h200-cache-bucketed-ctx2048-eager-torch"),
+    ("ref-h200-kvwrite-fused-cache-full-torch", "ref-h200-kvwrite-fused-cache-bucketed-torch"),
 )
 SWEEP = Path("benchmarks/results/h200_live.json")
 # Small enough for a 2-core CPU in about a minute per variant, same ranges and kernel mix.
@@ -45,14 +50,19 @@ def _headline(d) -> None:
     _say(f"  {clean(d.a)} -> {clean(d.b)}")
     _say(f"  kernels/step {t['kernels_per_step_a']:g} -> {t['kernels_per_step_b']:g}; "
          f"time/step {t['gpu_time_per_step_ns_a'] / 1e3:,.1f} us -> {t['gpu_time_per_step_ns_b'] / 1e3:,.1f} us")
-    kv = d.ranges[d.ranges["name"] == "kv_write"]
-    if len(kv):
-        per_layer = sorted({(a, b) for a, b in zip(kv["kernels_a"], kv["kernels_b"])})
-        counts = ", ".join(f"{a:g} -> {b:g}" for a, b in per_layer)
-        _say(f"  kv_write kernels per layer and step: {counts} (in {len(kv)} layers)")
-        first = kv["range"].iloc[0]
-        if first in d.alignments:
-            _say(f"  {clean(first)}: {clean(d.alignments[first].describe())}")
+    changed = d.changed(1)
+    if not len(changed):
+        return
+    name = changed["name"].iloc[0]
+    rows = d.ranges[(d.ranges["name"] == name) & (d.ranges["layer"] >= 0)]
+    if len(rows):
+        counts = ", ".join(f"{a:g} -> {b:g}" for a, b in sorted({(a, b) for a, b in zip(rows["kernels_a"], rows["kernels_b"])}))
+        time_a, time_b = rows["gpu_time_ns_a"].sum() / 1e3, rows["gpu_time_ns_b"].sum() / 1e3
+        _say(f"  most changed range {clean(name)!r}: kernels per layer and step {counts} in {len(rows)} layers; "
+             f"time per step {time_a:,.1f} us -> {time_b:,.1f} us")
+    first = changed["range"].iloc[0]
+    if first in d.alignments:
+        _say(f"  {clean(first)}: {clean(d.alignments[first].describe())}")
 
 
 def run(args) -> int:
@@ -66,15 +76,16 @@ def run(args) -> int:
     stored = set(list_traces(root))
     _say(f"workbench demo: {len(stored)} stored trace(s) under {root}/")
 
-    pair = next((p for p in FUSION_PAIRS if set(p) <= stored), None)
-    if pair is None:
-        _say("  no committed fusion pair found; skipping the stored-trace comparison")
-    else:
-        _say("\n1. Committed fusion traces (real H200 captures)")
-        _headline(wb.diff(wb.open_trace(pair[0], root), wb.open_trace(pair[1], root)))
-        sweep = SWEEP if SWEEP.is_file() else None
-        r = wb.report(pair[0], pair[1], html=out / "fusion-report.html", md=out / "fusion-report.md",
-                      sweep=sweep, root=root)
+    sweep = SWEEP if SWEEP.is_file() else None
+    for case, choices, with_sweep in (("fusion", FUSION, False), ("bucketing", BUCKETING, True)):
+        chosen = next((c for c in choices if set(c) <= stored), None)
+        if chosen is None:
+            _say(f"\n  no committed {case} traces found; skipping that comparison")
+            continue
+        _say(f"\nCommitted {case} traces")
+        _headline(wb.diff(wb.open_trace(chosen[0], root), wb.open_trace(chosen[1], root)))
+        r = wb.report(*chosen, html=out / f"{case}-report.html", md=out / f"{case}-report.md",
+                      sweep=sweep if with_sweep else None, root=root)
         _say(f"  report: {', '.join(r.written)}")
 
     if not args.no_capture:
@@ -91,7 +102,7 @@ def _capture(wb, root: Path, out: Path, device: str | None) -> None:
         # Triton has no CPU backend: its interpreter runs the fused kernel instead.
         os.environ.setdefault("TRITON_INTERPRET", "1")
     variant = {} if device.startswith("cuda") else dict(CPU_VARIANT)
-    _say(f"\n2. Live capture of the reference decoder on {device} (torch.profiler)")
+    _say(f"\nLive capture of the reference decoder on {device} (torch.profiler)")
     names = []
     for kv in ("unfused", "fused"):
         name = f"demo-{device.split(':')[0]}-kvwrite-{kv}"
