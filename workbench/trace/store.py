@@ -32,7 +32,7 @@ def default_root() -> Path:
 
 def check_name(name: str) -> str:
     """Reject names that could escape the store or hide files (``..``, ``/``, leading dot)."""
-    if not isinstance(name, str) or not _NAME.match(name) or ".." in name:
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or ".." in name:
         raise WorkbenchError(
             name, "invalid trace name: use letters, digits and . _ + = - (no path separators, no leading dot, at most 128)"
         )
@@ -210,4 +210,4 @@ def list_traces(root: str | os.PathLike | None = None) -> list[str]:
         return []
     # Only names ``check_name`` accepts: a directory someone made by hand called "\x1b[31m"
     # (a terminal escape) or "a b" is not a trace the workbench stored and is not listed.
-    return sorted(p.name for p in root.iterdir() if _NAME.match(p.name) and ".." not in p.name and is_trace_dir(p))
+    return sorted(p.name for p in root.iterdir() if _NAME.fullmatch(p.name) and ".." not in p.name and is_trace_dir(p))
