@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate the example reports from committed traces (and committed sweep results) only.
+# Regenerate the example reports from committed traces and committed sweep results only.
 # Same inputs -> byte-identical files; `git diff --exit-code reports/` after running this
 # shows whether the committed reports are current.
 set -euo pipefail
@@ -8,12 +8,19 @@ WB=${WB:-.venv/bin/workbench}
 [ -x "$WB" ] || WB=workbench
 export WORKBENCH_TRACES=traces
 
-# Case 1: KV write fusion, Nsight Systems captures.
-$WB report ref-h200-kvwrite-unfused-nsys ref-h200-kvwrite-fused-nsys \
-    --title "KV write fusion: unfused vs fused (H200, Nsight Systems)" \
+# Case 1: KV write fusion on the H200, eager engine, Nsight Systems captures.
+$WB report h200-kvwrite-unfused-eager-nsys h200-kvwrite-fused-eager-nsys \
+    --title "KV write fusion: unfused vs fused kv_write (H200, eager, Nsight Systems)" \
     -o reports/fusion.html --md reports/fusion.md
 
-# Case 2: KV cache bucketing, torch.profiler captures.
-$WB report ref-h200-kvwrite-fused-cache-full-torch ref-h200-kvwrite-fused-cache-bucketed-torch \
-    --title "KV cache bucketing: full vs bucketed attention (H200, torch.profiler)" \
+# Case 1 again with CUDA graphs, where the decode step is launch-bound no more.
+$WB report h200-kvwrite-unfused-cudagraph-nsys h200-kvwrite-fused-cudagraph-nsys \
+    --title "KV write fusion under CUDA graphs (H200, Nsight Systems)" \
+    -o reports/fusion-cudagraph.html --md reports/fusion-cudagraph.md
+
+# Case 2: KV cache bucketing at 512 cached rows (eager: per-layer attention ranges), plus the
+# sweep over context lengths (eager and CUDA-graph decode latency, attention time per layer).
+$WB report h200-cache-full-ctx512-eager-torch h200-cache-bucketed-ctx512-eager-torch \
+    --sweep benchmarks/results/h200_live.json \
+    --title "KV cache bucketing: full vs bucketed attention at 512 cached rows, and the context sweep (H200)" \
     -o reports/bucketing.html --md reports/bucketing.md

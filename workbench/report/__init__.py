@@ -42,7 +42,8 @@ class Result:
         if self._html is None:
             from . import figures, html
 
-            figs = figures.build(self._inputs, self._diff, self.model.changed_ranges, self._sweep)
+            primary = [k.rsplit(".", 1)[-1] for k, _, _ in self.model.variant_changes]  # what base/fix vary
+            figs = figures.build(self._inputs, self._diff, self.model.changed_ranges, self._sweep, primary)
             self._html = html.render(self.model, figs)
         return self._html
 

@@ -265,7 +265,7 @@ def _environment(inputs: list[Input]) -> Table:
 
 # ---------------------------------------------------------------------------- diff tables
 
-def _ranges(d):
+def ranges_view(d):
     """``d.ranges`` with ``name`` made readable for keys that are not a range of their own:
     kernels launched directly inside a step show as ``(step)``, unattributed ones by their key."""
     r = d.ranges
@@ -277,7 +277,7 @@ def _ranges(d):
 
 
 def _changed_names(d) -> list[str]:
-    r = _ranges(d)
+    r = ranges_view(d)
     if not len(r):
         return []
     names = set(r.loc[r["kernels_a"] != r["kernels_b"], "name"].astype(str))
@@ -328,7 +328,7 @@ def _layer_counts(d, names: list[str]) -> Table | None:
 
 
 def _range_times(d, names: list[str]) -> Table | None:
-    r = _ranges(d)
+    r = ranges_view(d)
     r = r[r["name"].astype(str).isin(names)]
     if not len(r):
         return None
@@ -357,7 +357,8 @@ def _runs(names: list[str]) -> list[tuple[str, int]]:
 
 
 def _alignments(d, names: list[str]) -> tuple[list[AlignGroup], int]:
-    r = d.ranges[(d.ranges["status"] == "both") & d.ranges["name"].astype(str).isin(names)]
+    r = ranges_view(d)
+    r = r[(r["status"] == "both") & r["name"].astype(str).isin(names)]
     groups: dict[tuple, list] = {}
     for row in r.itertuples(index=False):
         al = d.alignments.get(row.range)
@@ -370,6 +371,8 @@ def _alignments(d, names: list[str]) -> tuple[list[AlignGroup], int]:
         layers = [lay for lay, _ in members if lay >= 0]
         if len(layers) == len(members) and layers:
             where = f"layer{'s' if len(layers) > 1 else ''} {fmt.layer_span(layers)}"
+        elif len(members) == 1 and members[0][1] == name:
+            where = ""  # a range of its own, e.g. (step): kernels launched directly in the step
         else:
             where = ", ".join(k for _, k in sorted(members)[:6]) + (" …" if len(members) > 6 else "")
         removed = sum(c for op, _, c in ops if op == "removed")
@@ -594,7 +597,7 @@ def _gaps(inputs: list[Input], phases: list[dict], d, sweep: Sweep | None, corr_
         k = i.trace.kernels
         if len(k) and bool(k["graph"].any()):
             gaps.append([f"{i.role} ", Code(i.name), f": {int(k['graph'].sum())} kernel(s) launched from CUDA "
-                                                     "graphs, attributed through their graph launch"])
+                                                     "graphs, attributed through their graph launch (to the step, not to a layer)"])
     if d.common == 0:
         gaps.append(["base and fix share no range path: no per-range comparison possible"])
     if sweep is not None:

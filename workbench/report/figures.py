@@ -12,6 +12,8 @@ from __future__ import annotations
 import html
 import re
 
+from .build import ranges_view
+
 MAX_RANGES = 4
 # analysis.launches_per_step (behind viz.launches_per_step) scans every kernel once per step:
 # above this many steps the figure is left out (the results table still gives median, min-max).
@@ -19,7 +21,8 @@ MAX_STEPS_FIGURE = 64
 
 
 def _ranked(d, names: list[str]) -> list[str]:
-    r = d.ranges[d.ranges["name"].astype(str).isin(names)]
+    r = ranges_view(d)
+    r = r[r["name"].astype(str).isin(names)]
     if not len(r):
         return []
     g = r.groupby(r["name"].astype(str), sort=True)[["delta_gpu_time_ns", "delta_kernels"]].sum()
@@ -30,7 +33,8 @@ def _ranked(d, names: list[str]) -> list[str]:
 def _first_changed_key(d, names: list[str]) -> str | None:
     """The range key to show as a timeline: the first whose kernel sequence changed, else the one
     whose GPU time moved most."""
-    r = d.ranges[(d.ranges["status"] == "both") & d.ranges["name"].astype(str).isin(names)]
+    r = ranges_view(d)
+    r = r[(r["status"] == "both") & r["name"].astype(str).isin(names)]
     keys = sorted(k for k in r["range"].astype(str)
                   if (al := d.alignments.get(k)) is not None and (al.removed or al.added))
     if keys:
@@ -51,7 +55,37 @@ def _steps(trace) -> int:
     return sum(1 for n in r.loc[r["depth"] == 0, "name"].astype(str) if rx.search(n))
 
 
-def build(inputs, d, names: list[str], sweep=None) -> list[tuple[str, object]]:
+def _parse(series: str) -> dict | None:
+    """``"cache_rows=full engine=eager"`` -> dict; None for a free-form series name."""
+    parts = [p.partition("=") for p in series.split(" ")]
+    return {k: v for k, _, v in parts} if all(sep and k for k, sep, _ in parts) else None
+
+
+def _facet_key(series: str, primary: set) -> str | None:
+    d = _parse(series)
+    if d is None:
+        return None
+    return " ".join(f"{k}={v}" for k, v in sorted(d.items()) if k not in primary)
+
+
+def _facets(rows: list[dict], primary: set):
+    """Sweep series split into one figure per value of what is not compared (e.g. engine), with
+    colour = what base and fix differ in (``cache_rows``): eager and CUDA-graph latencies differ
+    tenfold and would flatten each other on one axis."""
+    parsed = [_parse(r["series"]) for r in rows]
+    keys = set().union(*(p for p in parsed if p)) if all(parsed) else set()
+    prim = sorted(keys & primary)
+    if not prim or not (keys - set(prim)):
+        return [(None, lambda s: s)]
+
+    def color_of(series: str) -> str:
+        d = _parse(series)
+        return " ".join(d[k] for k in prim)
+
+    return [(f, color_of) for f in sorted({_facet_key(r["series"], primary) for r in rows})]
+
+
+def build(inputs, d, names: list[str], sweep=None, primary=()) -> list[tuple[str, object]]:
     from .. import viz
 
     figs: list[tuple[str, object]] = []
@@ -70,14 +104,16 @@ def build(inputs, d, names: list[str], sweep=None) -> list[tuple[str, object]]:
     key = _first_changed_key(d, names) if names else None
     if key is not None:
         base, fix = inputs[0], inputs[1]
+        where = None if key == "(step)" else key  # kernels directly in a step: show the first step
         try:
-            fa = viz.timeline(base.trace, key)
-            fb = viz.timeline(fix.trace, key)
+            fa = viz.timeline(base.trace, where)
+            fb = viz.timeline(fix.trace, where)
         except Exception:  # a range the window selector cannot find: skip the timeline, keep the report
             fa = fb = None
         if fa is not None:
-            figs.append((f"Kernel timeline of {key} (base)", fa))
-            figs.append((f"Kernel timeline of {key} (fix)", fb))
+            what = "the first step" if where is None else key
+            figs.append((f"Kernel timeline of {what} (base)", fa))
+            figs.append((f"Kernel timeline of {what} (fix)", fb))
     labelled = {f"{i.role}: {i.name}": i.trace for i in inputs}
     steps = max(_steps(i.trace) for i in inputs)
     if steps <= MAX_STEPS_FIGURE:
@@ -89,14 +125,19 @@ def build(inputs, d, names: list[str], sweep=None) -> list[tuple[str, object]]:
     figs.append(("Range composition by kernel (GPU time per step)",
                  viz.range_composition({f"{i.role}: {i.name}": i.trace for i in inputs[:2]}, metric="gpu_time")))
     if sweep is not None:
-        for metric in sweep.metrics:
-            rows = [{"context": r["context"], "median_ms": r["median"], "min_ms": r["min"], "max_ms": r["max"],
-                     "variant": r["series"]} for r in sweep.rows if r["metric"] == metric]
-            unit = next(r.get("unit", "ms") for r in sweep.rows if r["metric"] == metric)
+        for metric in sorted(sweep.metrics, key=lambda m: ({"decode_step": 0, "prefill": 1}.get(m, 2), m)):
+            rows = [r for r in sweep.rows if r["metric"] == metric]
+            unit = rows[0].get("unit", "ms")
             raw = metric.replace("_", " ")
             label = html.escape(raw, quote=False)  # plotly renders a subset of HTML in titles
-            figs.append((f"{raw} vs context length",
-                         viz.sweep(rows, x="context", y="median_ms", color="variant", lo="min_ms", hi="max_ms",
-                                   title=f"{label} vs context length (median, min–max)",
-                                   x_title="context length (tokens)", y_title=f"{label} ({unit})")))
+            for facet, color_of in _facets(rows, set(primary)):
+                sub = [r for r in rows if facet is None or _facet_key(r["series"], set(primary)) == facet]
+                pts = [{"context": r["context"], "median_ms": r["median"], "min_ms": r["min"], "max_ms": r["max"],
+                        "variant": color_of(r["series"])} for r in sub]
+                where = f" ({facet})" if facet else ""
+                figs.append((f"{raw} vs context length{where}",
+                             viz.sweep(pts, x="context", y="median_ms", color="variant", lo="min_ms", hi="max_ms",
+                                       title=f"{label} vs context length{html.escape(where, quote=False)} "
+                                             "(median, min–max)",
+                                       x_title="context length (tokens)", y_title=f"{label} ({unit})")))
     return figs

@@ -50,10 +50,14 @@ def alignment(g: AlignGroup) -> str:
                     f'<td class="num">{"×" + str(count) if count > 1 else ""}</td></tr>')
     if g.truncated:
         rows.append(f'<tr class="equal"><td></td><td class="muted">… {g.truncated} more lines</td><td></td></tr>')
-    return (f'<div class="align"><h4><code>{esc(g.range)}</code> in {esc(g.where)} — '
-            f'<span class="removed-t">{g.removed} removed</span>, <span class="added-t">{g.added} added</span> '
-            f'<span class="muted">(one instance shown; {g.count} identical)</span></h4>'
-            f'<table class="kdiff"><tbody>{"".join(rows)}</tbody></table></div>')
+    where = f" in {esc(g.where)}" if g.where else ""
+    same = f' <span class="muted">(one instance shown; {g.count} identical)</span>' if g.count > 1 else ""
+    table = f'<table class="kdiff"><tbody>{"".join(rows)}</tbody></table>'
+    if len(rows) > 40:
+        table = f"<details><summary>{len(rows)} lines</summary>{table}</details>"
+    return (f'<div class="align"><h4><code>{esc(g.range)}</code>{where} — '
+            f'<span class="removed-t">{g.removed} removed</span>, <span class="added-t">{g.added} added</span>'
+            f'{same}</h4>{table}</div>')
 
 
 def _json_for_script(s: str) -> str:
@@ -137,19 +141,28 @@ footer{margin-top:40px;color:var(--muted);font-size:13px;border-top:1px solid va
 
 def render(r: Report, figures: list[tuple[str, object]]) -> str:
     plotly_js = _plotly_js() if any(not isinstance(f, str) for _, f in figures) else ""
-    divs: list[str] = []
-    scripts: list[str] = []
-    for title, fig in figures:
-        if isinstance(fig, str):  # a figure left out, with the reason
-            divs.append(f'<p class="note">{esc(title)}: {esc(fig)}</p>')
-            continue
-        div, script = _figure(title, fig)
-        divs.append(div)
-        scripts.append(script)
-    fig_html = dict(zip([t for t, _ in figures], divs))
+    placed: list[int] = []  # figure indices in page order: each figure's script follows its div
+    made: dict[int, tuple[str, str]] = {}
 
-    def figs(prefixes: tuple[str, ...]) -> str:
-        return "".join(d for t, d in fig_html.items() if t.startswith(prefixes))
+    def made_fig(k: int) -> tuple[str, str]:
+        if k not in made:
+            made[k] = _figure(*figures[k])
+        return made[k]
+
+    def figs(match) -> str:
+        out = []
+        for k, (title, fig) in enumerate(figures):
+            if k in placed or not match(title):
+                continue
+            placed.append(k)
+            if isinstance(fig, str):  # a figure left out, with the reason
+                out.append(f'<p class="note">{esc(title)}: {esc(fig)}</p>')
+            else:
+                out.append(made_fig(k)[0])
+        return "".join(out)
+
+    def starts(*prefixes: str):
+        return lambda t: t.startswith(prefixes)
 
     sections = []
     nav = []
@@ -183,24 +196,28 @@ def render(r: Report, figures: list[tuple[str, object]]) -> str:
         body += "<p>No range changed its kernel count, and no range's GPU time moved past the threshold.</p>"
     if r.range_times is not None:
         body += "<h3>GPU time of the changed ranges</h3>" + table(r.range_times)
-    body += figs(("Kernels per step per layer", "GPU time per step per layer"))
+    body += figs(starts("Kernels per step per layer", "GPU time per step per layer"))
     section("layers", "Per-layer kernel counts and GPU time of the ranges that changed", body)
 
     body = "".join(alignment(g) for g in r.alignments) or "<p>No kernel sequence changed.</p>"
     if r.alignments_total > len(r.alignments):
         body += f'<p class="note">{r.alignments_total - len(r.alignments)} more changed kernel sequences not shown.</p>'
 
-    body += figs(("Kernel timeline",))
+    body += figs(starts("Kernel timeline"))
     section("kernels", "Aligned kernel diff of the ranges that changed", body)
 
-    body = figs(("Kernel launches per step", "Range composition"))
+    body = figs(starts("Kernel launches per step", "Range composition"))
     section("steps", "Launches per step and range composition", body)
 
     if r.sweep is not None:
         note = "".join(f"<li>{''.join(cell(p) for p in ln)}</li>" for ln in r.sweep_note)
-        body = (f"<ul class=lines>{note}</ul>" if note else "") + figs(tuple(
-            t for t, _ in figures if t.endswith(" vs context length"))) + table(r.sweep)
+        body = (f"<ul class=lines>{note}</ul>" if note else "") + figs(lambda t: " vs context length" in t) \
+            + table(r.sweep)
         section("sweep", "Sweep: latency vs context length", body)
+
+    rest = figs(lambda t: True)  # any figure no section claimed still gets shown
+    if rest:
+        section("figures", "More figures", rest)
 
     body = "<ul class=lines>" + ("".join(f"<li>{''.join(cell(p) for p in ln)}</li>" for ln in r.correctness)
                                  or "<li>not checked: no outputs recorded in the traces (see gaps)</li>") + "</ul>"
@@ -211,6 +228,7 @@ def render(r: Report, figures: list[tuple[str, object]]) -> str:
                                  or "<li>none recorded</li>") + "</ul>"
     section("gaps", "Not run / remaining gaps", body)
 
+    scripts = [made_fig(k)[1] for k in placed if not isinstance(figures[k][1], str)]
     csp_scripts = " ".join([_sha(plotly_js)] * bool(plotly_js) + [_sha(s) for s in scripts]) or "'none'"
     csp = (f"default-src 'none'; script-src {csp_scripts}; style-src 'unsafe-inline'; img-src data:; "
            "font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'")

@@ -71,9 +71,12 @@ def alignment(g: AlignGroup) -> str:
     content = "\n".join(body)
     longest = max((len(m) for m in re.findall(r"`+", content)), default=0)
     fence = "`" * max(3, longest + 1)
-    head = (f"{code(g.range)} in {text(g.where)}: {g.removed} kernel(s) removed, {g.added} added "
-            f"(one range instance shown; {g.count} identical)")
-    return f"{head}\n\n{fence}diff\n{content}\n{fence}"
+    head = (f"{code(g.range)}{' in ' + text(g.where) if g.where else ''}: {g.removed} kernel(s) removed, "
+            f"{g.added} added" + (f" (one range instance shown; {g.count} identical)" if g.count > 1 else ""))
+    block = f"{fence}diff\n{content}\n{fence}"
+    if len(body) > 40:  # long sequences fold away on GitHub
+        return f"{head}\n\n<details><summary>{len(body)} lines</summary>\n\n{block}\n\n</details>"
+    return f"{head}\n\n{block}"
 
 
 def render(r: Report) -> str:
