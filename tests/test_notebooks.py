@@ -28,12 +28,17 @@ MARKER = "WORKBENCH_RESULT "
 PLOTLY = "application/vnd.plotly.v1+json"
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
+# Each kernel talks over IPC sockets in its own directory: kernels started at the same moment
+# over TCP can pick the same "free" port.
 _RUNNER = """
-import sys, nbformat
+import os, sys, tempfile, nbformat
+from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 src, dst, cwd = sys.argv[1:4]
 nb = nbformat.read(src, as_version=4)
-client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": cwd}})
+km = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(tempfile.mkdtemp(prefix="wbk-"), "k"))
+client = NotebookClient(nb, km=km, timeout=600, startup_timeout=180, kernel_name="python3",
+                        resources={"metadata": {"path": cwd}})
 try:
     client.execute()
 finally:

@@ -381,3 +381,14 @@ def test_widget_on_a_trace_with_thousands_of_ranges():
     e = viz.TraceExplorer(a)
     e.by.value = "layer"
     assert len(e.figure.data) <= 13
+
+
+def test_sweep_facets_have_their_own_axes():
+    rows = [{"context": c, "variant": v, "engine": e, "median_ms": m * (10 if e == "eager" else 1)}
+            for c in (512, 2048) for v, m in (("full", 0.5), ("bucketed", 0.45)) for e in ("eager", "cudagraph")]
+    fig = viz.sweep(rows, facet="engine", lo=None, hi=None)
+    assert [(t.name, t.xaxis, t.showlegend) for t in fig.data] == [
+        ("bucketed", "x", True), ("full", "x", True), ("bucketed", "x2", False), ("full", "x2", False)]
+    assert [a.text for a in fig.layout.annotations] == ["engine: cudagraph", "engine: eager"]
+    assert fig.layout.xaxis.type == "log" and fig.layout.xaxis2.type == "log"
+    assert fig.to_json() == viz.sweep(rows, facet="engine", lo=None, hi=None).to_json()

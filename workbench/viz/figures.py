@@ -396,13 +396,15 @@ def timeline_pair(d_or_traces, where=None, *, labels: Sequence[str] | None = Non
 
 
 def sweep(data, x: str = "context", y: str = "median_ms", color: str = "variant", lo: str | None = "min_ms",
-          hi: str | None = "max_ms", *, dash: str | None = None, log_x: bool = True, title: str | None = None,
-          x_title: str | None = None, y_title: str | None = None):
+          hi: str | None = "max_ms", *, dash: str | None = None, facet: str | None = None, log_x: bool = True,
+          title: str | None = None, x_title: str | None = None, y_title: str | None = None):
     """Lines with min–max error bars: e.g. decode latency against context length, full vs
     bucketed. ``data``: a DataFrame or a list of records with columns ``x``, ``y``, ``color``
-    and optionally ``lo``/``hi``; ``dash`` names a column (e.g. ``engine``) drawn as line
-    styles, one line per (color, dash) value."""
+    and optionally ``lo``/``hi``. ``dash`` names a column (e.g. ``engine``) drawn as line
+    styles; ``facet`` names a column drawn as side-by-side panels, each with its own y axis
+    (use it when the values differ by an order of magnitude, as eager vs CUDA-graph latency)."""
     import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
     df = pd.DataFrame(list(data) if not isinstance(data, pd.DataFrame) else data).copy()
     missing = [c for c in (x, y) if c not in df]
@@ -418,26 +420,48 @@ def sweep(data, x: str = "context", y: str = "median_ms", color: str = "variant"
         styles = dict(zip(sorted(df[dash].unique()), ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")))
     else:
         dash, styles = None, {}
-    df = df.sort_values([color] + ([dash] if dash else []) + [x], kind="stable")
-    fig = go.Figure()
-    groups = [(v, d) for v in sorted(df[color].unique())
-              for d in (sorted(df.loc[df[color] == v, dash].unique()) if dash else [None])]
-    for var, style in groups:
-        sub = df[(df[color] == var) & ((df[dash] == style) if dash else True)]
-        label = f"{var} \u00b7 {style}" if dash else var
-        ys = [float(v) for v in sub[y]]
-        err = None
-        if lo and hi and lo in sub and hi in sub:
-            err = dict(type="data", symmetric=False, array=[float(h) - v for h, v in zip(sub[hi], ys)],
-                       arrayminus=[v - float(low) for low, v in zip(sub[lo], ys)], thickness=1.5, width=6)
-        fig.add_trace(go.Scatter(
-            name=_t(label, 60), x=[float(v) for v in sub[x]] if numeric else [_t(v, 40) for v in sub[x]], y=ys,
-            mode="lines+markers", error_y=err,
-            line=dict(color=variant_color(var), width=2.5, dash=styles.get(style, "solid")), marker=dict(size=9),
-            hovertemplate=f"{_t(label, 60)}<br>{_t(x)} %{{x{':,' if numeric else ''}}}<br>{_t(y)} %{{y:,.3f}}<extra></extra>"))
-    _layout(fig, title or f"{_t(y)} vs {_t(x)}", xaxis_title=x_title or _t(x), yaxis_title=y_title or _t(y))
+    if facet and facet in df:
+        df[facet] = df[facet].astype(str)
+        panels = sorted(df[facet].unique())
+    else:
+        facet, panels = None, [None]
+    df = df.sort_values([c for c in (facet, color, dash) if c] + [x], kind="stable")
+    if facet:
+        fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[f"{_t(facet)}: {_t(p, 40)}" for p in panels],
+                            horizontal_spacing=0.08)
+    else:
+        fig = go.Figure()
+    for col, panel in enumerate(panels, start=1):
+        part = df[df[facet] == panel] if facet else df
+        groups = [(v, d) for v in sorted(part[color].unique())
+                  for d in (sorted(part.loc[part[color] == v, dash].unique()) if dash else [None])]
+        for var, style in groups:
+            sub = part[(part[color] == var) & ((part[dash] == style) if dash else True)]
+            label = f"{var} \u00b7 {style}" if dash else var
+            ys = [float(v) for v in sub[y]]
+            err = None
+            if lo and hi and lo in sub and hi in sub:
+                err = dict(type="data", symmetric=False, array=[float(h) - v for h, v in zip(sub[hi], ys)],
+                           arrayminus=[v - float(low) for low, v in zip(sub[lo], ys)], thickness=1.5, width=6)
+            trace = go.Scatter(
+                name=_t(label, 60), x=[float(v) for v in sub[x]] if numeric else [_t(v, 40) for v in sub[x]], y=ys,
+                mode="lines+markers", error_y=err, legendgroup=_t(label, 60), showlegend=col == 1,
+                line=dict(color=variant_color(var), width=2.5, dash=styles.get(style, "solid")), marker=dict(size=9),
+                hovertemplate=(f"{_t(label, 60)}" + (f" ({_t(panel, 40)})" if facet else "")
+                               + f"<br>{_t(x)} %{{x{':,' if numeric else ''}}}<br>{_t(y)} %{{y:,.3f}}<extra></extra>"))
+            if facet:
+                fig.add_trace(trace, row=1, col=col)
+            else:
+                fig.add_trace(trace)
+    _layout(fig, title or f"{_t(y)} vs {_t(x)}", height=HEIGHT + (40 if facet else 0))
+    fig.update_xaxes(title_text=x_title if x_title is not None else _t(x))
+    fig.update_yaxes(rangemode="tozero")
+    fig.update_yaxes(title_text=y_title if y_title is not None else _t(y), col=1) if facet else \
+        fig.update_yaxes(title_text=y_title if y_title is not None else _t(y))
+    if facet:
+        fig.update_layout(margin=dict(t=110), legend=dict(orientation="h", yanchor="bottom", y=1.12, xanchor="right",
+                                                          x=1.0, title_text=""))
     if log_x:
         ticks = sorted({float(v) for v in df[x]})
         fig.update_xaxes(type="log", tickvals=ticks, ticktext=[f"{v:g}" for v in ticks])
-    fig.update_yaxes(rangemode="tozero")
     return fig
