@@ -91,18 +91,9 @@ def report(base, fix, *more, html: str | os.PathLike | None = None, md: str | os
     return result
 
 
+# ``workbench.report`` is both this package and the function: importing any submodule (the CLI
+# imports ``workbench.report.cli``) binds the package to that name, so the package is callable.
 from .. import _callable as _c  # noqa: E402
 
 _c.install(__name__, "report")
 
-
-class _CallableModule(__import__("types").ModuleType):
-    """``workbench.report`` is both this package and the function: once any submodule has been
-    imported (the CLI imports ``workbench.report.cli``), Python binds the package to the
-    ``workbench.report`` attribute, so the package itself must be callable as ``report``."""
-
-    def __call__(self, *args, **kwargs) -> Result:
-        return report(*args, **kwargs)
-
-
-__import__("sys").modules[__name__].__class__ = _CallableModule
