@@ -96,4 +96,3 @@ def report(base, fix, *more, html: str | os.PathLike | None = None, md: str | os
 from .. import _callable as _c  # noqa: E402
 
 _c.install(__name__, "report")
-
