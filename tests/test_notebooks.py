@@ -31,18 +31,20 @@ WIDGET = "application/vnd.jupyter.widget-view+json"
 # Each kernel talks over IPC sockets in its own directory: kernels started at the same moment
 # over TCP can pick the same "free" port.
 _RUNNER = """
-import os, sys, tempfile, nbformat
+import os, shutil, sys, tempfile, nbformat
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 src, dst, cwd = sys.argv[1:4]
 nb = nbformat.read(src, as_version=4)
-km = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(tempfile.mkdtemp(prefix="wbk-"), "k"))
+sockets = tempfile.mkdtemp(prefix="wbk-")
+km = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(sockets, "k"))
 client = NotebookClient(nb, km=km, timeout=600, startup_timeout=180, kernel_name="python3",
                         resources={"metadata": {"path": cwd}})
 try:
     client.execute()
 finally:
     nbformat.write(nb, dst)
+    shutil.rmtree(sockets, ignore_errors=True)
 """
 
 
