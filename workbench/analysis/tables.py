@@ -61,18 +61,34 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> 
 
 
 def launches_per_step(trace: Trace, step_regex: str = r"^(step|ProfilerStep)") -> pd.DataFrame:
-    """Kernels launched (and GPU time) inside each top-level step range, in time order."""
+    """Kernels launched (and their GPU time) inside each top-level step range, in time order."""
     import re
+
+    from .projection import _roots
 
     r = trace.ranges
     p = project(trace)
+    cols = ["step", "kernels", "gpu_time_ns", "wall_ns"]
+    if not len(r):
+        return pd.DataFrame(columns=cols)
     rx = re.compile(step_regex)
-    tops = r[(r["depth"] == 0) & r["name"].astype(str).map(lambda s: bool(rx.search(s)))]
-    rows = []
-    inside = p[p["status"] == "range"]
-    for step in tops.sort_values("start").itertuples():
-        sel = inside["step"].astype(str) == str(step.name)
-        sel &= (inside["launch_start"] >= step.start) & (inside["launch_start"] < step.end)
-        rows.append({"step": str(step.name), "kernels": int(sel.sum()),
-                     "gpu_time_ns": int(inside.loc[sel, "duration"].sum()), "wall_ns": int(step.end - step.start)})
-    return pd.DataFrame(rows, columns=["step", "kernels", "gpu_time_ns", "wall_ns"])
+    is_step_name = np.array([bool(rx.search(str(c))) for c in r["name"].cat.categories], dtype=bool)
+    codes = r["name"].cat.codes.to_numpy()
+    is_step = (r["depth"].to_numpy() == 0) & np.where(codes >= 0, is_step_name[np.maximum(codes, 0)], False)
+    steps = np.flatnonzero(is_step)
+    if not len(steps):
+        return pd.DataFrame(columns=cols)
+    rid = p["range_id"].to_numpy()
+    root = _roots(r["parent"].to_numpy())
+    inside = rid >= 0
+    k_root = root[rid[inside]]
+    n = len(r)
+    counts = np.bincount(k_root, minlength=n)
+    times = np.bincount(k_root, weights=p["duration"].to_numpy()[inside], minlength=n)
+    steps = steps[np.argsort(r["start"].to_numpy()[steps], kind="stable")]
+    return pd.DataFrame({
+        "step": r["name"].astype(str).to_numpy()[steps],
+        "kernels": counts[steps].astype(np.int64),
+        "gpu_time_ns": np.rint(times[steps]).astype(np.int64),
+        "wall_ns": (r["end"].to_numpy() - r["start"].to_numpy())[steps],
+    }, columns=cols)
