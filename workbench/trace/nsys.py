@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..errors import TraceFormatError, WorkbenchError
 from .model import Trace, build
+from .names import categorical
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -236,8 +237,8 @@ def _kernels(db: _Db, strings, where) -> pd.DataFrame:
     name_ids = _ints(k, "demangledName" if "demangledName" in k else "shortName", where, KERNEL)
     short_ids = _ints(k, "shortName" if "shortName" in k else "demangledName", where, KERNEL)
     out = pd.DataFrame({
-        "name": pd.Categorical(_lookup(name_ids, strings, where, f"{KERNEL}.demangledName")),
-        "short_name": pd.Categorical(_lookup(short_ids, strings, where, f"{KERNEL}.shortName")),
+        "name": categorical(_lookup(name_ids, strings, where, f"{KERNEL}.demangledName")),
+        "short_name": categorical(_lookup(short_ids, strings, where, f"{KERNEL}.shortName")),
         "kind": "kernel",
         "start": _ints(k, "start", where, KERNEL),
         "end": _ints(k, "end", where, KERNEL),
@@ -267,7 +268,7 @@ def _api(db: _Db, strings, where) -> pd.DataFrame:
     clean = np.array([u.split("_v")[0] if "_v" in u and u.rsplit("_v", 1)[-1].isdigit() else u for u in uniq], dtype=object)
     is_driver = np.array([u.startswith("cu") and not u.startswith("cuda") for u in clean])
     return pd.DataFrame({
-        "name": pd.Categorical(clean[inv]),
+        "name": categorical(clean[inv]),
         "kind": pd.Categorical(np.where(is_driver[inv], "driver", "runtime")),
         "start": _ints(r, "start", where, RUNTIME),
         "end": _ints(r, "end", where, RUNTIME),
@@ -309,12 +310,12 @@ def _ranges(db: _Db, strings, where) -> pd.DataFrame:
         )
     text = np.array([t if isinstance(t, str) else "" for t in text], dtype=object)
     return pd.DataFrame({
-        "name": pd.Categorical(text),
+        "name": categorical(text),
         "start": starts,
         "end": _int64(ends, where, f"{NVTX}.end"),
         "pid": _pid(gtid),
         "tid": _tid(gtid),
-        "domain": pd.Categorical([domains.get(int(d), f"domain {d}") for d in domain_ids]),
+        "domain": categorical([domains.get(int(d), f"domain {d}") for d in domain_ids]),
     })
 
 
