@@ -180,7 +180,7 @@ def _lookup(ids: np.ndarray, strings: dict[int, str], where: Path, what: str) ->
     for j, v in enumerate(uniq.tolist()):
         s = strings.get(v)
         if s is None:
-            missing = {u for u in uniq.tolist() if u not in strings}
+            missing = {u for u in uniq.tolist() if strings.get(u) is None}  # absent, or a NULL value
             first = next(x for x in ids.tolist() if x in missing)  # report the first in row order
             raise TraceFormatError(where, f"{what} refers to string id {first} missing from StringIds")
         vals[j] = s
