@@ -164,7 +164,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"workbench: {one_line(str(e), 2000)}", file=sys.stderr)
         return 2
     except MemoryError:
-        print(f"workbench: {args.command}: out of memory (the trace or the result is too large)", file=sys.stderr)
+        from .textsafe import one_line
+
+        where = getattr(args, "src", None) or getattr(args, "trace", None) or args.command
+        print(f"workbench: {one_line(str(where), 2000)}: out of memory (the trace or the result is too large)",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("workbench: interrupted", file=sys.stderr)
