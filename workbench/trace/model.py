@@ -221,7 +221,7 @@ def _tree(ranges: pd.DataFrame) -> pd.DataFrame:
 
 # A path longer than this keeps its first and last PATH_MAX/2 characters around "/…/", so a
 # 10,000-deep nesting or a 50 MB range name costs bounded memory per range (not O(depth)).
-PATH_MAX = 4096
+PATH_MAX = 1024
 
 
 def _clip(paths: np.ndarray) -> np.ndarray:
