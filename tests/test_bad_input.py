@@ -139,7 +139,8 @@ def test_missing_file_and_bad_names(tmp_path):
     r = cli("import", tmp_path / "does-not-exist.json", root=root)
     assert_clean_error(r, tmp_path / "does-not-exist.json", root, [], "no such file")
     good = tg.write_kineto(tg.simple_spec(), tmp_path / "good.json")
-    for bad in ("../x", "/abs", ".hidden", "a/b", "..", "x\x1b[31m", "a" * 200, "a b", "x;rm -rf y"):
+    # (more names, through the API: tests/test_no_code_exec.py)
+    for bad in ("../x", "/abs", ".hidden", "a/b", "x\x1b[31m"):
         r = cli("import", good, "--name", bad, root=root)
         assert r.returncode == 2, (bad, r.stderr)
         assert "invalid trace name" in r.stderr and "Traceback" not in r.stderr
