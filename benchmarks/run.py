@@ -33,7 +33,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DATA = HERE / "data"
-RESULTS = HERE / "results" / "results.json"
+RESULTS = Path(os.environ.get("BENCH_RESULTS", HERE / "results" / "results.json"))
 HTA_VENV = HERE / ".venv-hta"
 HTA_PY = HTA_VENV / "bin" / "python"
 # HTA 0.5.0 breaks under pandas 3 (LossySetitemError in transform_correlation_to_index).
