@@ -199,8 +199,55 @@ def load(path: str | os.PathLike) -> Trace:
             raise WorkbenchError(f, f"table lacks column(s) {', '.join(missing)}")
         if "path" in df:
             df["path"] = df["path"].astype("string")
-        tables[t] = df
+        tables[t] = _checked(t, df, f)
+    if not isinstance(meta.get("source", {}), dict):
+        raise WorkbenchError(man, "manifest field 'source' is not an object")
+    _check_tree(tables["ranges"], path / "ranges.parquet")
     return Trace(tables, meta, name=meta.get("name", path.name), path=str(path))
+
+
+def _checked(table: str, df, f: Path):
+    """A stored table has the types an import gives it; one edited on disk is re-typed (or
+    refused: a NULL time, a name that is a number) before analysis sees it."""
+    import numpy as np
+    import pandas as pd
+
+    def ok(col, dtype):
+        s = df[col]
+        if dtype == "category":
+            return isinstance(s.dtype, pd.CategoricalDtype)
+        if dtype == "string":
+            return s.dtype == "string"
+        return s.dtype == np.dtype(dtype)
+
+    if all(ok(c, d) for c, d in SCHEMA[table].items()):
+        return df
+    from .model import _typed
+
+    return _typed(table, df, str(f))
+
+
+def _check_tree(r, f: Path) -> None:
+    """The range tree as ``build`` derives it: ids 0..n-1, sorted by (pid, tid, start) per
+    thread, parents in range, depth = parent's depth + 1 (so no cycles). Analysis relies on
+    all of it; a crafted file that breaks it would index out of bounds or loop forever."""
+    import numpy as np
+
+    n = len(r)
+    if not n:
+        return
+    idx = np.arange(n)
+    parent, depth = r["parent"].to_numpy(), r["depth"].to_numpy()
+    p, t, s = r["pid"].to_numpy(), r["tid"].to_numpy(), r["start"].to_numpy()
+    good = bool((r["id"].to_numpy() == idx).all() and ((parent >= -1) & (parent < n) & (parent != idx)).all())
+    if good:
+        has = parent >= 0
+        good = bool((depth[~has] == 0).all() and (depth[has] == depth[parent[has]] + 1).all())
+    if good:
+        same_p, same_t = p[1:] == p[:-1], t[1:] == t[:-1]
+        good = bool(((p[1:] > p[:-1]) | (same_p & ((t[1:] > t[:-1]) | (same_t & (s[1:] >= s[:-1]))))).all())
+    if not good:
+        raise WorkbenchError(f, "damaged table: the range tree (id, parent, depth or order) is inconsistent")
 
 
 def list_traces(root: str | os.PathLike | None = None) -> list[str]:
