@@ -323,3 +323,65 @@ def test_cap_really_bites(tmp_path):
     f = tg.write_kineto(tg.simple_spec(), tmp_path / "ok.json")
     r = cli("import", f, root=root, limit_mb=200)
     assert r.returncode != 0
+
+
+# ---------------------------------------------------------------- stored traces damaged or crafted on disk
+
+def _edit_table(table, fn):
+    def apply(d: Path):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        df = pq.read_table(d / f"{table}.parquet").to_pandas()
+        fn(df)
+        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), d / f"{table}.parquet")
+    return apply
+
+
+def _set(col, value):
+    return lambda df: df.__setitem__(col, value(df) if callable(value) else value)
+
+
+DAMAGE = {
+    "truncated-parquet": (lambda d: (d / "kernels.parquet").write_bytes((d / "kernels.parquet").read_bytes()[:100]), "damaged"),
+    "manifest-not-json": (lambda d: (d / "manifest.json").write_text("{bad"), "manifest"),
+    "manifest-a-list": (lambda d: (d / "manifest.json").write_text("[1, 2]"), "manifest"),
+    "manifest-source-a-list": (lambda d: (d / "manifest.json").write_text('{"name": "x", "source": [1]}'), "source"),
+    "table-missing": (lambda d: (d / "ranges.parquet").unlink(), "missing"),
+    "table-swapped": (lambda d: (d / "ranges.parquet").write_bytes((d / "kernels.parquet").read_bytes()), "lacks"),
+    "null-time": (_edit_table("kernels", _set("start", lambda df: [None] + list(df["start"][1:]))), "start"),
+    "parent-out-of-range": (_edit_table("ranges", _set("parent", 10**9)), "range tree"),
+    "parent-cycle": (_edit_table("ranges", lambda df: (df.__setitem__("parent", [(i + 1) % len(df) for i in range(len(df))]),
+                                                       df.__setitem__("depth", 1))), "range tree"),
+    "ranges-unsorted": (_edit_table("ranges", _set("start", lambda df: df["start"][::-1].to_numpy())), "range tree"),
+}
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory):
+    from workbench.trace import import_file, save
+
+    root = tmp_path_factory.mktemp("stored")
+    save(import_file(tg.write_kineto(tg.simple_spec(), root / "t.json")), "base", root / "traces")
+    return root / "traces" / "base"
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_damaged_stored_trace(stored, tmp_path, damage):
+    """A stored trace someone edited (or crafted) on disk: one clean line from load and from the
+    CLI, never an IndexError or an endless loop in analysis."""
+    import shutil
+
+    from workbench.errors import WorkbenchError
+    from workbench.trace import load_dir
+
+    root = tmp_path / "traces"
+    shutil.copytree(stored, root / "bad")
+    fn, match = DAMAGE[damage]
+    fn(root / "bad")
+    with pytest.raises(WorkbenchError, match=f"(?i){match}"):
+        load_dir(root / "bad")
+    if damage in ("parent-cycle", "manifest-source-a-list", "null-time"):  # the ones that crashed or hung the CLI
+        r = cli("summary", "bad", root=root, timeout=120)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+        assert "bad" in r.stderr
