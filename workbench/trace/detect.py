@@ -12,6 +12,7 @@ from .model import Trace
 
 _SQLITE = b"SQLite format 3\x00"
 _GZIP = b"\x1f\x8b"
+_NSYS_REP = b"NVIDIA Tegra Profiler Report"
 
 
 def _head(path: Path, n: int = 64) -> bytes:
@@ -41,7 +42,9 @@ def sniff(path: str | os.PathLike) -> str:
         raise TraceFormatError(path, "empty file")
     if head.startswith(_SQLITE):
         return "nsys-sqlite"
-    if path.suffix == ".nsys-rep" or head[:4] in (b"NSYS", b"QDST") or (b"nsys" in head.lower() and not head.lstrip()[:1] in (b"{", b"[")):
+    # .nsys-rep / .qdrep files begin "NVIDIA Tegra Profiler Report"; any text merely mentioning
+    # nsys is not one (it would get a misleading "needs the nsys CLI" error).
+    if path.suffix in (".nsys-rep", ".qdrep") or head[:4] in (b"NSYS", b"QDST") or head.startswith(_NSYS_REP):
         return "nsys-rep"
     stripped = head.lstrip(b" \t\r\n\xef\xbb\xbf")
     if stripped[:1] in (b"{", b"["):
