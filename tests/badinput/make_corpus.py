@@ -97,6 +97,9 @@ def raw_cases(c: Corpus):
     c.bytes("utf16.json", '{"traceEvents": []}'.encode("utf-16"), "raw", "error")
     c.bytes("sqlite-header-only.sqlite", b"SQLite format 3\x00", "raw", "error")
     c.bytes("sqlite-header-garbage.sqlite", b"SQLite format 3\x00" + b"\xff" * 4000, "raw", "error")
+    c.bytes("fake.nsys-rep", b"NSYS" + bytes(range(256)) * 8, "raw", "error",
+            note="needs nsys on PATH, else a clean 'not on PATH' error; with nsys, 'nsys export failed'")
+    c.bytes("text-mentioning-nsys.txt", b"exported with nsys 2025.3\n", "raw", "error", "not a trace")
 
 
 # ---------------------------------------------------------------- JSON / Kineto
