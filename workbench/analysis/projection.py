@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.model import Trace, layer_pattern
-from ..trace.names import categorical, category_values
+from ..trace.names import category_values
 from ..trace.nesting import nest
 
 NO_RANGE = "(no range)"
@@ -82,35 +82,43 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     r = trace.ranges
     rid = _innermost(trace)
     has = rid >= 0
-    names = np.full(len(k), NO_RANGE, dtype=object)
-    paths = np.full(len(k), NO_RANGE, dtype=object)
-    layers = np.full(len(k), -1, dtype=np.int64)
-    steps = np.full(len(k), NO_RANGE, dtype=object)
-    status = np.full(len(k), "no_range", dtype=object)
-    if has.any():
-        rn = category_values(r["name"])
-        rpath = r["path"].astype(str).to_numpy(dtype=object)
-        rl = range_layers(r, layer_regex)
-        root = _roots(r["parent"].to_numpy())
-        names[has] = rn[rid[has]]
-        paths[has] = rpath[rid[has]]
-        layers[has] = rl[rid[has]]
-        steps[has] = rn[root[rid[has]]]
-        status[has] = "range"
     nolaunch = k["launch_tid"].to_numpy() < 0
-    names[nolaunch] = paths[nolaunch] = steps[nolaunch] = NO_LAUNCH
-    status[nolaunch] = "no_launch"
+    layers = np.full(len(k), -1, dtype=np.int64)
+    # Strings are looked up per range and only their codes spread over the kernels: a
+    # 10M-kernel trace never builds 10M-element object arrays.
+    rn = category_values(r["name"]) if len(r) else np.zeros(0, dtype=object)
+    rpath = r["path"].astype(str).to_numpy(dtype=object) if len(r) else rn
+    root = _roots(r["parent"].to_numpy()) if len(r) else np.zeros(0, dtype=np.int64)
+    if has.any():
+        layers[has] = range_layers(r, layer_regex)[rid[has]]
+    status = np.where(has, 0, 1).astype(np.int8)
+    status[nolaunch] = 2
     out = k.copy()
     out["duration"] = k["end"].to_numpy() - k["start"].to_numpy()
     out["range_id"] = rid
-    out["range"] = categorical(names)
-    out["path"] = categorical(paths)
-    out["step"] = categorical(steps)
+    out["range"] = _spread(rn, rid, has, nolaunch)
+    out["path"] = _spread(rpath, rid, has, nolaunch)
+    out["step"] = _spread(rn[root] if len(r) else rn, rid, has, nolaunch)
     out["layer"] = layers
-    out["status"] = pd.Categorical(status, categories=["range", "no_range", "no_launch"])
+    out["status"] = pd.Categorical.from_codes(status, categories=["range", "no_range", "no_launch"])
     trace.memo[key] = out
     trace.views["projected"] = out
     return out
+
+
+def _spread(per_range: np.ndarray, rid: np.ndarray, has: np.ndarray, nolaunch: np.ndarray) -> pd.Categorical:
+    """Categorical over kernels of a per-range string, with the unattributed labels; its
+    categories are the values that occur, sorted."""
+    codes_r, uniq = pd.factorize(per_range, sort=False)
+    cats = sorted(set(uniq.tolist()) | {NO_RANGE, NO_LAUNCH})
+    pos = {c: i for i, c in enumerate(cats)}
+    remap = np.array([pos[c] for c in uniq.tolist()], dtype=np.int64)
+    codes = np.full(len(rid), pos[NO_RANGE], dtype=np.int64)
+    if has.any():
+        codes[has] = remap[codes_r[rid[has]]]
+    codes[nolaunch] = pos[NO_LAUNCH]
+    cat = pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype=object))
+    return cat.remove_unused_categories()
 
 
 def _roots(parent: np.ndarray) -> np.ndarray:
