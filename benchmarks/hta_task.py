@@ -15,17 +15,7 @@ import sys
 import time
 
 
-def _hwm() -> int:
-    """This process's RSS high-water mark. ``VmHWM`` belongs to the process image, so it starts
-    afresh at exec; ``ru_maxrss`` would also count what the parent held when it forked us."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+from peak_memory import hwm as _hwm  # run as a script: benchmarks/ is on sys.path
 
 
 def _rss() -> int:
