@@ -119,6 +119,14 @@ def _range_header(r) -> str:
             f"{_n(r.kernels_b)}, GPU time/step {_us(r.gpu_time_ns_a)} \u2192 {_us(r.gpu_time_ns_b)}</div>")
 
 
+
+def _open_cached(cache: dict[str, Trace], root, key: str) -> Trace:
+    """A stored trace by name under ``root`` (or any path), opened once per widget."""
+    if key not in cache:
+        src = root / key if (root / key).is_dir() else key
+        cache[key] = open_trace(str(src))
+    return cache[key]
+
 class TraceDiffWidget(widgets.VBox):
     """Compare two stored traces: pick A and B, a layer or a range; see kernels and GPU time
     per step A vs B, the aligned kernel sequences side by side, and (button) the timeline of
@@ -189,10 +197,7 @@ class TraceDiffWidget(widgets.VBox):
 
     # -- data ------------------------------------------------------------------------------
     def _trace(self, key: str) -> Trace:
-        if key not in self._traces:
-            src = self.root / key if (self.root / key).is_dir() else key
-            self._traces[key] = open_trace(str(src))
-        return self._traces[key]
+        return _open_cached(self._traces, self.root, key)
 
     def _diff(self) -> TraceDiff:
         pair = (self.a_select.value, self.b_select.value)
@@ -415,10 +420,7 @@ class TraceExplorer(widgets.VBox):
         self._on_trace()
 
     def _open(self, key: str) -> Trace:
-        if key not in self._cache:
-            src = self.root / key if (self.root / key).is_dir() else key
-            self._cache[key] = open_trace(str(src))
-        return self._cache[key]
+        return _open_cached(self._cache, self.root, key)
 
     def _on_trace(self, change=None) -> None:
         if self.trace_select is not None and change is not None:
