@@ -1,5 +1,6 @@
 """Projection: each kernel belongs to the innermost range that encloses its launching API
-call on the launching thread.
+call on the launching thread (found at import: ``kernels.range_id``), and through it to a
+range path, a step and a layer.
 
 The result keeps every kernel. ``status`` says how it was attributed:
 ``range`` (inside a range), ``no_range`` (launched outside any range), ``no_launch`` (no
@@ -13,38 +14,9 @@ import numpy as np
 import pandas as pd
 
 from ..trace.model import Trace, layer_pattern
-from ..trace.names import category_values
-from ..trace.nesting import nest
 
 NO_RANGE = "(no range)"
 NO_LAUNCH = "(no launch record)"
-
-
-def _innermost(trace: Trace) -> np.ndarray:
-    """Range id of the innermost range around each kernel's launch (-1: none)."""
-    k, r = trace.kernels, trace.ranges
-    out = np.full(len(k), -1, dtype=np.int64)
-    if not len(r) or not len(k):
-        return out
-    kp, kt, ks = k["pid"].to_numpy(), k["launch_tid"].to_numpy(), k["launch_start"].to_numpy()
-    rp, rt = r["pid"].to_numpy(), r["tid"].to_numpy()
-    rs, re_ = r["start"].to_numpy(), r["end"].to_numpy()
-    # Ranges are stored sorted by (pid, tid, start): each thread is one contiguous block.
-    bounds = np.flatnonzero((np.diff(rp) != 0) | (np.diff(rt) != 0)) + 1
-    blocks = {(int(rp[lo]), int(rt[lo])): (lo, hi) for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(r)])}
-    launched = kt >= 0
-    keys = pd.DataFrame({"p": kp[launched], "t": kt[launched]})
-    idx = np.flatnonzero(launched)
-    for (p, t), grp in keys.groupby(["p", "t"], sort=False).indices.items():
-        block = blocks.get((int(p), int(t)))
-        if block is None:
-            continue
-        lo, hi = block
-        _, _, timeline = nest(rs[lo:hi], re_[lo:hi])
-        rows = idx[grp]
-        local = timeline.innermost_at(ks[rows])
-        out[rows] = np.where(local >= 0, local + lo, -1)
-    return out
 
 
 def range_layers(ranges: pd.DataFrame, pattern: str | None = None) -> np.ndarray:
@@ -80,25 +52,30 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
         return cached
     k = trace.kernels
     r = trace.ranges
-    rid = _innermost(trace)
+    rid = k["range_id"].to_numpy()
     has = rid >= 0
     nolaunch = k["launch_tid"].to_numpy() < 0
     layers = np.full(len(k), -1, dtype=np.int64)
     # Strings are looked up per range and only their codes spread over the kernels: a
     # 10M-kernel trace never builds 10M-element object arrays.
-    rn = category_values(r["name"]) if len(r) else np.zeros(0, dtype=object)
-    rpath = r["path"].astype(str).to_numpy(dtype=object) if len(r) else rn
-    root = _roots(r["parent"].to_numpy()) if len(r) else np.zeros(0, dtype=np.int64)
+    if len(r):
+        name_codes = r["name"].cat.codes.to_numpy().astype(np.int64)
+        names = np.asarray(r["name"].cat.categories.astype(str), dtype=object)
+        path_codes, paths = pd.factorize(r["path"].to_numpy(dtype=object))
+        root = _roots(r["parent"].to_numpy())
+    else:
+        name_codes = path_codes = root = np.zeros(0, dtype=np.int64)
+        names = paths = np.zeros(0, dtype=object)
     if has.any():
         layers[has] = range_layers(r, layer_regex)[rid[has]]
     status = np.where(has, 0, 1).astype(np.int8)
     status[nolaunch] = 2
-    out = k.copy()
+    out = k.copy(deep=False)
     out["duration"] = k["end"].to_numpy() - k["start"].to_numpy()
     out["range_id"] = rid
-    out["range"] = _spread(rn, rid, has, nolaunch)
-    out["path"] = _spread(rpath, rid, has, nolaunch)
-    out["step"] = _spread(rn[root] if len(r) else rn, rid, has, nolaunch)
+    out["range"] = _spread(name_codes, names, rid, has, nolaunch)
+    out["path"] = _spread(path_codes, np.asarray(paths, dtype=object), rid, has, nolaunch)
+    out["step"] = _spread(name_codes[root], names, rid, has, nolaunch)
     out["layer"] = layers
     out["status"] = pd.Categorical.from_codes(status, categories=["range", "no_range", "no_launch"])
     trace.memo[key] = out
@@ -106,19 +83,23 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     return out
 
 
-def _spread(per_range: np.ndarray, rid: np.ndarray, has: np.ndarray, nolaunch: np.ndarray) -> pd.Categorical:
-    """Categorical over kernels of a per-range string, with the unattributed labels; its
-    categories are the values that occur, sorted."""
-    codes_r, uniq = pd.factorize(per_range, sort=False)
-    cats = sorted(set(uniq.tolist()) | {NO_RANGE, NO_LAUNCH})
-    pos = {c: i for i, c in enumerate(cats)}
-    remap = np.array([pos[c] for c in uniq.tolist()], dtype=np.int64)
-    codes = np.full(len(rid), pos[NO_RANGE], dtype=np.int64)
+def _spread(codes_r: np.ndarray, values: np.ndarray, rid: np.ndarray, has: np.ndarray, nolaunch: np.ndarray) -> pd.Categorical:
+    """Categorical over kernels of a per-range string (``values[codes_r]``, -1 for ""), with
+    the unattributed labels; its categories are the values that occur, sorted."""
+    # Code space: the values, then "", NO_RANGE and NO_LAUNCH. Only the values that occur
+    # are sorted (and duplicates merged), so the cost is per distinct string, not per kernel.
+    values = np.concatenate([values, np.array(["", NO_RANGE, NO_LAUNCH], dtype=object)])
+    nv = len(values) - 3
+    codes = np.full(len(rid), nv + 1, dtype=np.int64)
     if has.any():
-        codes[has] = remap[codes_r[rid[has]]]
-    codes[nolaunch] = pos[NO_LAUNCH]
-    cat = pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype=object))
-    return cat.remove_unused_categories()
+        c = codes_r[rid[has]]
+        codes[has] = np.where(c >= 0, c, nv)
+    codes[nolaunch] = nv + 2
+    used = np.flatnonzero(np.bincount(codes, minlength=len(values)))
+    uniq, inv = np.unique(values[used], return_inverse=True)
+    remap = np.zeros(len(values), dtype=np.int64)
+    remap[used] = inv.reshape(-1)
+    return pd.Categorical.from_codes(remap[codes], categories=pd.Index(uniq, dtype=object))
 
 
 def _roots(parent: np.ndarray) -> np.ndarray:
