@@ -1,20 +1,30 @@
 """torch.profiler / Kineto (Chrome trace JSON) importer.
 
 The file is streamed: the ``traceEvents`` array is cut at event boundaries into pieces of
-a few MB, each parsed by orjson and turned into columns at once, so memory holds columns,
-not millions of dicts. A cut is only ever made at ``}`` ``,`` ``{`` between events; a cut
-that falls inside a string or a nested object makes that piece fail to parse, and the
-reader then simply takes more input before cutting again.
+a few MB, each parsed and turned into columns at once, so memory holds columns, not millions
+of events. A cut is only ever made at ``}`` ``,`` ``{`` between events; a cut that falls
+inside a string or a nested object makes that piece fail to parse, and the reader then
+simply takes more input before cutting again.
+
+A piece is first decoded by msgspec into typed structs that keep only the fields read here,
+several times faster than orjson building a dict per event. A piece that decoder refuses
+(a field of an unusual type, bad JSON, a cut in the wrong place) is parsed again by orjson,
+and both kinds of events go through the same column code, which does all value checks: the
+tables and the error messages do not depend on which parser read a piece.
 """
 
 from __future__ import annotations
 
+import gc
 import gzip
 import zlib
+from functools import cache
 from itertools import chain as _chain
 from itertools import repeat as _repeat
+from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Annotated, Any, Optional, Union
 
 import numpy as np
 import pandas as pd
@@ -35,14 +45,91 @@ def _open(path: Path):
     return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
 
 
-def _loads(data: bytes):
+@cache
+def _typed():
+    """msgspec decoders for the fields read here; anything they refuse goes to orjson."""
+    import msgspec
+
+    # Bounded: orjson turns integers beyond 64 bits into floats, so those must take its path.
+    integer = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+    ident = Optional[Union[integer, str]]
+    args = msgspec.defstruct(
+        "KinetoArgs",
+        [(k, ident, None) for k in ("correlation", "device", "stream", "bytes")]
+        + [(k, Optional[list[integer]], None) for k in ("grid", "block")],
+        gc=False,
+    )
+    # gc=False: millions of these are alive at once and hold no reference cycles.
+    event = msgspec.defstruct(
+        "KinetoEvent",
+        [("ph", Optional[str], None), ("cat", Optional[str], None), ("name", Optional[str], None),
+         ("pid", ident, None), ("tid", ident, None), ("ts", Optional[float], None),
+         ("dur", Optional[float], None), ("args", Optional[args], None)],
+        gc=False,
+    )
+    return SimpleNamespace(
+        events=msgspec.json.Decoder(list[event]), doc=msgspec.json.Decoder(dict[str, msgspec.Raw]),
+        no_args=args(), refused=(msgspec.DecodeError, RecursionError),
+    )
+
+
+def _utf8(data: bytes) -> bool:
+    """msgspec skips unread fields without checking their text; orjson rejects bad UTF-8 anywhere."""
+    if data.isascii():
+        return True
+    try:
+        data.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+class _Dicts:
+    """Events as orjson parses them: dicts holding any JSON value in any field."""
+
+    @staticmethod
+    def get(events: list, key: str) -> list:
+        return list(map(dict.get, events, _repeat(key)))
+
+    @staticmethod
+    def args(events: list, where) -> list:
+        a = list(map(dict.get, events, _repeat("args")))
+        if set(map(type, a)) <= {dict}:
+            return a
+        return [_args(e, where) for e in events]
+
+
+class _Structs:
+    """Events as the typed decoder gives them; ``args`` is a struct or None."""
+
+    @staticmethod
+    def get(events: list, key: str) -> list:
+        return list(map(attrgetter(key), events))
+
+    @staticmethod
+    def args(events: list, where) -> list:
+        a = list(map(attrgetter("args"), events))
+        if None in a:
+            empty = _typed().no_args
+            a = [empty if x is None else x for x in a]
+        return a
+
+
+def _decode(data: bytes):
+    """``(events, accessor)`` of a JSON array of events; raises orjson's error if it is not one."""
     import orjson
 
-    return orjson.loads(data)
+    typed = _typed()
+    if _utf8(data):
+        try:
+            return typed.events.decode(data), _Structs
+        except typed.refused:
+            pass
+    return orjson.loads(data), _Dicts
 
 
 class _Reader:
-    """Yields lists of parsed events; ``header`` holds the other top-level keys afterwards."""
+    """Yields ``(events, accessor)`` pieces; ``header`` holds the other top-level keys afterwards."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -108,13 +195,13 @@ class _Reader:
                 cut = self._cut(buf)
                 if cut > 0:
                     try:
-                        events = orjson.loads(b"[" + buf[:cut] + b"]")
+                        batch = _decode(b"[" + buf[:cut] + b"]")
                     except orjson.JSONDecodeError:
-                        events = None
-                    if events is not None:
+                        batch = None
+                    if batch is not None:
                         buf = buf[cut:].lstrip(_WS)[1:]  # drop the separating comma
                         want = _CHUNK
-                        yield events
+                        yield batch
                         continue
                 want = len(buf) * 2  # no clean cut yet: read on
 
@@ -131,18 +218,34 @@ class _Reader:
                 return c + 1
             end = c
 
-    def _tail(self, buf: bytes, bare_array: bool) -> list:
+    def _tail(self, buf: bytes, bare_array: bool):
         import orjson
 
+        if bare_array:
+            try:
+                return _decode(b"[" + buf)
+            except orjson.JSONDecodeError as e:
+                raise TraceFormatError(self.path, f"not valid JSON, or truncated ({e})") from None
+        data = b'{"traceEvents":[' + buf
+        typed = _typed()
+        if _utf8(data):
+            # The typed decoder takes the events; the few other keys get orjson's values.
+            try:
+                doc = typed.doc.decode(data)
+                events = typed.events.decode(doc.pop("traceEvents"))
+                extra = {k: orjson.loads(memoryview(v)) for k, v in doc.items()}
+            except (*typed.refused, orjson.JSONDecodeError):
+                pass
+            else:
+                self.header.update(extra)
+                return events, _Structs
         try:
-            if bare_array:
-                return orjson.loads(b"[" + buf)
-            doc = orjson.loads(b'{"traceEvents":[' + buf)
+            doc = orjson.loads(data)
         except orjson.JSONDecodeError as e:
             raise TraceFormatError(self.path, f"not valid JSON, or truncated ({e})") from None
         events = doc.pop("traceEvents")
         self.header.update(doc)
-        return events
+        return events, _Dicts
 
     def _no_events(self, buf: bytes):
         import orjson
@@ -266,14 +369,6 @@ class _Columns:
         return pd.DataFrame(out)
 
 
-def _all_args(group: list, where) -> list:
-    """``_args`` of each event; one C-level pass when every event has an args object."""
-    a = list(map(dict.get, group, _repeat("args")))
-    if set(map(type, a)) <= {dict}:
-        return a
-    return [_args(e, where) for e in group]
-
-
 def _dims_all(values: list, where) -> np.ndarray:
     """``_dims`` of each value as an (n, 3) array; one C-level pass for lists of 3 ints."""
     if (values and set(map(type, values)) == {list} and set(map(len, values)) == {3}
@@ -285,7 +380,7 @@ def _dims_all(values: list, where) -> np.ndarray:
     return np.array([_dims(v, where) for v in values], dtype=np.int64).reshape(-1, 3)
 
 
-def _classify(events: list, counts: dict):
+def _classify(events: list, acc, counts: dict):
     """Route each event by category in one C-level lookup per event; None when the batch holds
     anything unusual (a non-object element, an unhashable category), which the caller then
     classifies the plain way (and reports)."""
@@ -294,27 +389,55 @@ def _classify(events: list, counts: dict):
                "gpu_memcpy": MC, "gpu_memset": MS, "gpu_user_annotation": G}
     get = buckets.get
     try:
-        for e in events:
-            b = get(e.get("cat"))
+        for e, cat in zip(events, acc.get(events, "cat")):
+            b = get(cat)
             if b is not None:
                 b.append(e)
-    except (AttributeError, TypeError):
+    except TypeError:
         return None
     out = []
     for group in (K, A, C, MC, MS):
         # list.count, not a set: a "ph" that is a list or an object is unhashable
-        if group and list(map(dict.get, group, _repeat("ph"))).count("X") != len(group):
-            group = [e for e in group if e.get("ph") == "X"]
+        if group and (phs := acc.get(group, "ph")).count("X") != len(group):
+            group = [e for e, ph in zip(group, phs) if ph == "X"]
         out.append(group)
     K, A, C, MC, MS = out
     BE = []
     if R:
-        phs = list(map(dict.get, R, _repeat("ph")))
+        phs = acc.get(R, "ph")
         if phs.count("X") != len(phs):
             BE = [e for e, ph in zip(R, phs) if ph == "B" or ph == "E"]
             R = [e for e, ph in zip(R, phs) if ph == "X"]
     if G:
-        counts["gpu_user_annotation"] += sum(1 for ph in map(dict.get, G, _repeat("ph")) if ph == "X")
+        counts["gpu_user_annotation"] += acc.get(G, "ph").count("X")
+    return K, A, R, C, MC, MS, BE
+
+
+def _classify_plain(events: list, counts: dict, where):
+    """``_classify`` one event at a time, reporting the first element that is not an object."""
+    K, A, R, C, MC, MS, BE = [], [], [], [], [], [], []
+    for e in events:
+        if type(e) is not dict:
+            raise TraceFormatError(where, f"an element of traceEvents is not an object: {str(e)[:60]!r}")
+        ph = e.get("ph")
+        cat = e.get("cat")
+        if ph == "X":
+            if cat == "kernel":
+                K.append(e)
+            elif cat == "cuda_runtime" or cat == "cuda_driver":
+                A.append(e)
+            elif cat == "cpu_op":
+                C.append(e)
+            elif cat == "user_annotation":
+                R.append(e)
+            elif cat == "gpu_memcpy":
+                MC.append(e)
+            elif cat == "gpu_memset":
+                MS.append(e)
+            elif cat == "gpu_user_annotation":
+                counts["gpu_user_annotation"] += 1
+        elif (ph == "B" or ph == "E") and cat == "user_annotation":
+            BE.append(e)
     return K, A, R, C, MC, MS, BE
 
 
@@ -336,93 +459,78 @@ def read_kineto(path: str | Path) -> Trace:
     open_b: dict[tuple[int, int], list] = {}
     counts = {"events": 0, "gpu_user_annotation": 0}
 
-    for events in reader.batches():
-        if not isinstance(events, list):
-            raise TraceFormatError(where, "traceEvents is not an array")
-        counts["events"] += len(events)
-        fast = _classify(events, counts)
-        if fast is not None:
-            K, A, R, C, MC, MS, BE = fast
-            events = ()
-        else:
-            K, A, R, C, MC, MS, BE = [], [], [], [], [], [], []
-        for e in events:
-            if type(e) is not dict:
-                raise TraceFormatError(where, f"an element of traceEvents is not an object: {str(e)[:60]!r}")
-            ph = e.get("ph")
-            cat = e.get("cat")
-            if ph == "X":
-                if cat == "kernel":
-                    K.append(e)
-                elif cat == "cuda_runtime" or cat == "cuda_driver":
-                    A.append(e)
-                elif cat == "cpu_op":
-                    C.append(e)
-                elif cat == "user_annotation":
-                    R.append(e)
-                elif cat == "gpu_memcpy":
-                    MC.append(e)
-                elif cat == "gpu_memset":
-                    MS.append(e)
-                elif cat == "gpu_user_annotation":
-                    counts["gpu_user_annotation"] += 1
-            elif (ph == "B" or ph == "E") and cat == "user_annotation":
-                BE.append(e)
-        if K:
-            a = _all_args(K, where)
-            names = _names([e.get("name") for e in K], "kernel name", where)
-            ts = _num([e.get("ts") for e in K], "kernel ts", where)
-            dur = _num([e.get("dur") for e in K], "kernel dur", where)
-            grid = _dims_all([x.get("grid") for x in a], where)
-            block = _dims_all([x.get("block") for x in a], where)
-            start = _ns(ts)
-            kern.add(
-                name=knames.codes(names), start=start, end=start + _ns(dur),
-                device=_ints([x.get("device") for x in a], "kernel device", where),
-                stream=_ints([x.get("stream") for x in a], "kernel stream", where),
-                correlation=_ints([x.get("correlation") for x in a], "kernel correlation", where),
-                grid_x=grid[:, 0], grid_y=grid[:, 1], grid_z=grid[:, 2],
-                block_x=block[:, 0], block_y=block[:, 1], block_z=block[:, 2],
-            )
-        if A:
-            names = _names([e.get("name") for e in A], "API call name", where)
-            start = _ns(_num([e.get("ts") for e in A], "API call ts", where))
-            api.add(
-                name=anames.codes(names), start=start,
-                end=start + _ns(_num([e.get("dur") for e in A], "API call dur", where)),
-                pid=_ints([e.get("pid") for e in A], "API call pid", where),
-                tid=_ints([e.get("tid") for e in A], "API call tid", where),
-                correlation=_ints([x.get("correlation") for x in _all_args(A, where)], "API call correlation", where),
-                kind=np.array([1 if e.get("cat") == "cuda_driver" else 0 for e in A], dtype=np.int8),
-            )
-        for group, cols, interner in ((R, rng, rnames), (C, ops, onames)):
-            if group:
-                what = "range" if group is R else "cpu_op"
-                names = _names([e.get("name") for e in group], f"{what} name", where)
-                start = _ns(_num([e.get("ts") for e in group], f"{what} ts", where))
-                cols.add(
-                    name=interner.codes(names), start=start,
-                    end=start + _ns(_num([e.get("dur") for e in group], f"{what} dur", where)),
-                    pid=_ints([e.get("pid") for e in group], f"{what} pid", where),
-                    tid=_ints([e.get("tid") for e in group], f"{what} tid", where),
+    # The cyclic GC would walk millions of young objects per piece for nothing: nothing made
+    # here forms a cycle.
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        for events, acc in reader.batches():
+            if not isinstance(events, list):
+                raise TraceFormatError(where, "traceEvents is not an array")
+            counts["events"] += len(events)
+            groups = _classify(events, acc, counts)
+            if groups is None:
+                groups = _classify_plain(events, counts, where)
+            K, A, R, C, MC, MS, BE = groups
+            get = acc.get
+            if K:
+                a = acc.args(K, where)
+                names = _names(get(K, "name"), "kernel name", where)
+                ts = _num(get(K, "ts"), "kernel ts", where)
+                dur = _num(get(K, "dur"), "kernel dur", where)
+                grid = _dims_all(get(a, "grid"), where)
+                block = _dims_all(get(a, "block"), where)
+                start = _ns(ts)
+                kern.add(
+                    name=knames.codes(names), start=start, end=start + _ns(dur),
+                    device=_ints(get(a, "device"), "kernel device", where),
+                    stream=_ints(get(a, "stream"), "kernel stream", where),
+                    correlation=_ints(get(a, "correlation"), "kernel correlation", where),
+                    grid_x=grid[:, 0], grid_y=grid[:, 1], grid_z=grid[:, 2],
+                    block_x=block[:, 0], block_y=block[:, 1], block_z=block[:, 2],
                 )
-        for group, cols in ((MC, mcpy), (MS, mset)):
-            if group:
-                a = [_args(e, where) for e in group]
-                start = _ns(_num([e.get("ts") for e in group], "memcpy/memset ts", where))
-                extra = {}
-                if group is MC:
-                    extra["kind"] = mkinds.codes(_names([e.get("name") for e in group], "memcpy name", where))
-                cols.add(
-                    start=start, end=start + _ns(_num([e.get("dur") for e in group], "memcpy/memset dur", where)),
-                    device=_ints([x.get("device") for x in a], "memcpy/memset device", where),
-                    stream=_ints([x.get("stream") for x in a], "memcpy/memset stream", where),
-                    correlation=_ints([x.get("correlation") for x in a], "memcpy/memset correlation", where),
-                    bytes=_ints([x.get("bytes") for x in a], "memcpy/memset bytes", where),
-                    **extra,
+            if A:
+                names = _names(get(A, "name"), "API call name", where)
+                start = _ns(_num(get(A, "ts"), "API call ts", where))
+                api.add(
+                    name=anames.codes(names), start=start,
+                    end=start + _ns(_num(get(A, "dur"), "API call dur", where)),
+                    pid=_ints(get(A, "pid"), "API call pid", where),
+                    tid=_ints(get(A, "tid"), "API call tid", where),
+                    correlation=_ints(get(acc.args(A, where), "correlation"), "API call correlation", where),
+                    kind=np.array([c == "cuda_driver" for c in get(A, "cat")], dtype=np.int8),
                 )
-        if BE:
-            _begin_end(BE, open_b, rng, rnames, where)
+            for group, cols, interner in ((R, rng, rnames), (C, ops, onames)):
+                if group:
+                    what = "range" if group is R else "cpu_op"
+                    names = _names(get(group, "name"), f"{what} name", where)
+                    start = _ns(_num(get(group, "ts"), f"{what} ts", where))
+                    cols.add(
+                        name=interner.codes(names), start=start,
+                        end=start + _ns(_num(get(group, "dur"), f"{what} dur", where)),
+                        pid=_ints(get(group, "pid"), f"{what} pid", where),
+                        tid=_ints(get(group, "tid"), f"{what} tid", where),
+                    )
+            for group, cols in ((MC, mcpy), (MS, mset)):
+                if group:
+                    a = acc.args(group, where)
+                    start = _ns(_num(get(group, "ts"), "memcpy/memset ts", where))
+                    extra = {}
+                    if group is MC:
+                        extra["kind"] = mkinds.codes(_names(get(group, "name"), "memcpy name", where))
+                    cols.add(
+                        start=start, end=start + _ns(_num(get(group, "dur"), "memcpy/memset dur", where)),
+                        device=_ints(get(a, "device"), "memcpy/memset device", where),
+                        stream=_ints(get(a, "stream"), "memcpy/memset stream", where),
+                        correlation=_ints(get(a, "correlation"), "memcpy/memset correlation", where),
+                        bytes=_ints(get(a, "bytes"), "memcpy/memset bytes", where),
+                        **extra,
+                    )
+            if BE:
+                _begin_end(BE, acc, open_b, rng, rnames, where)
+    finally:
+        if gc_was_on:
+            gc.enable()
 
     for (pid, tid), stack in open_b.items():
         if stack:
@@ -457,21 +565,19 @@ def read_kineto(path: str | Path) -> Trace:
     return build(tables, meta, str(where))
 
 
-def _begin_end(BE, open_b, rng, rnames, where):
+def _begin_end(BE, acc, open_b, rng, rnames, where):
     """Pair B/E user_annotation events per thread into ranges."""
     names, starts, ends, pids, tids = [], [], [], [], []
-    for e in BE:
+    for ph, n, pid, tid, ts in zip(*(acc.get(BE, k) for k in ("ph", "name", "pid", "tid", "ts"))):
         try:
-            key = (_ident(e.get("pid")), _ident(e.get("tid")))
+            key = (_ident(pid), _ident(tid))
         except TypeError as err:
             raise TraceFormatError(where, f"range begin/end: {err}") from None
-        ts = e.get("ts")
         if not isinstance(ts, (int, float)) or isinstance(ts, bool):
             raise TraceFormatError(where, f"range ts is not a number: {str(ts)[:60]!r}")
         ts = int(_ns(_num([ts], "range ts", where))[0])
         stack = open_b.setdefault(key, [])
-        if e.get("ph") == "B":
-            n = e.get("name")
+        if ph == "B":
             if type(n) is not str:
                 raise TraceFormatError(where, f"range name is not a string: {str(n)[:60]!r}")
             stack.append((n, ts))
