@@ -139,7 +139,7 @@ def reopen(root: str, name: str) -> dict:
     t2 = time.perf_counter()
     return {"open_s": t1 - t0, "summary_print_s": t2 - t1, "total_s": t2 - t0,
             "process_s": t2 - T_PROCESS, "library_import_s": t0 - t_imp,
-            "kernels": int(len(tr.kernels)), "peak_rss_bytes": _rss()}
+            "kernels": tr.rows("kernels"), "peak_rss_bytes": _rss()}
 
 
 # The baseline: what an engineer writes against an nsys export (as nsys's own NVTX projection

@@ -381,11 +381,16 @@ def test_damaged_stored_trace(stored, tmp_path, damage):
     shutil.copytree(stored, root / "bad")
     fn, match = DAMAGE[damage]
     fn(root / "bad")
-    from workbench.analysis import summary
+    from workbench.analysis import project, summary
 
     with pytest.raises(WorkbenchError, match=f"(?i){match}"):
-        summary(load_dir(root / "bad"), by="layer")
+        t = load_dir(root / "bad")
+        summary(t, by="layer")  # reads the range tree and range totals
+        summary(t, by="kernel")  # reads kernel times
+        project(t)  # reads every kernel column
     if damage in ("parent-cycle", "manifest-source-a-list", "null-time", "range-id-out-of-range"):  # the ones that crashed or hung the CLI
-        r = cli("summary", "bad", root=root, timeout=120)
+        # a command that reads the damaged column
+        cmd = {"null-time": ["summary", "--by", "kernel"], "range-id-out-of-range": ["sql"]}.get(damage, ["summary", "--by", "layer"])
+        r = cli(cmd[0], "bad", *cmd[1:], *(["select count(*) from projected"] if cmd[0] == "sql" else []), root=root, timeout=120)
         assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
         assert "bad" in r.stderr

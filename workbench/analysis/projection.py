@@ -22,22 +22,24 @@ NO_LAUNCH = "(no launch record)"
 def range_layers(ranges: pd.DataFrame, pattern: str | None = None) -> np.ndarray:
     """Layer index of each range: its own name's match, else the nearest enclosing match (-1)."""
     n = len(ranges)
-    layer = np.full(n, -1, dtype=np.int64)
     if not n:
-        return layer
+        return np.full(0, -1, dtype=np.int64)
     rx = layer_pattern(pattern)
     cats = ranges["name"].cat.categories
     by_cat = np.array([int(m.group(1)) if (m := rx.search(str(c))) else -1 for c in cats], dtype=np.int64)
     codes = ranges["name"].cat.codes.to_numpy()
     own = np.where(codes >= 0, by_cat[np.maximum(codes, 0)], -1)
-    parent = ranges["parent"].to_numpy()
-    depth = ranges["depth"].to_numpy()
-    order = np.argsort(depth, kind="stable")
-    cuts = np.flatnonzero(np.diff(depth[order])) + 1
-    for level in np.split(order, cuts):
-        inherited = np.where(parent[level] >= 0, layer[np.maximum(parent[level], 0)], -1)
-        layer[level] = np.where(own[level] >= 0, own[level], inherited)
-    return layer
+    # Each range points at itself if its name gives a layer, else at its parent; pointer
+    # jumping then moves every pointer up past the ranges without a layer of their own, in
+    # O(n log depth) (a level-by-level walk would cost a sort, or O(n * depth)).
+    ptr = np.where(own >= 0, np.arange(n), ranges["parent"].to_numpy())
+    active = np.flatnonzero(ptr >= 0)
+    active = active[own[ptr[active]] < 0]
+    while len(active):
+        ptr[active] = ptr[ptr[active]]
+        active = active[ptr[active] >= 0]
+        active = active[own[ptr[active]] < 0]
+    return np.where(ptr >= 0, own[np.maximum(ptr, 0)], -1)
 
 
 def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:

@@ -6,20 +6,10 @@ import numpy as np
 import pandas as pd
 
 from ..errors import WorkbenchError
-from ..trace.model import Trace
+from ..trace.model import STATUSES, Trace, attribute, group_sums
 from .projection import NO_LAUNCH, NO_RANGE, _roots, project, range_layers
 
 BY = ("range", "layer", "kernel", "path", "step")
-
-
-def _group_sums(keys: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """Exact int64 sum of ``values`` per key in 0..n-1."""
-    if not len(values) or int(np.abs(values).sum()) < 2**53:
-        # float64 holds every partial sum exactly below 2**53 ns (104 days of GPU time).
-        return np.rint(np.bincount(keys, weights=values, minlength=n)).astype(np.int64)
-    out = np.zeros(n, dtype=np.int64)
-    np.add.at(out, keys, values)
-    return out
 
 
 def _labels(values) -> pd.Categorical:
@@ -46,47 +36,48 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> 
         raise WorkbenchError(by, f"unknown grouping; choose one of {', '.join(BY)}")
     if by == "kernel":
         return _by_kernel(trace)
-    k = trace.columns("kernels", ["start", "end", "launch_tid", "range_id"] + (["graph"] if by == "range" else []))
-    rid = k["range_id"].to_numpy()
-    dur = k["end"].to_numpy() - k["start"].to_numpy()
-    nolaunch = k["launch_tid"].to_numpy() < 0
-    has = rid >= 0
     n = trace.rows("ranges")
-    cnt = np.bincount(rid[has], minlength=n)
-    gpu = _group_sums(rid[has], dur[has], n)
+    own = trace.columns("ranges", ["kernels", "gpu_time_ns", "graph_kernels"]) if n else None
+    cnt = own["kernels"].to_numpy() if n else np.zeros(0, np.int64)
     used = np.flatnonzero(cnt > 0)
-    # One row per range that launched kernels, then one per unattributed kind.
-    rows = {"kernels": cnt[used], "gpu_time_ns": gpu[used]}
-    extra = []
-    for label, mask in ((NO_RANGE, ~has & ~nolaunch), (NO_LAUNCH, nolaunch)):
-        if mask.any():
-            extra.append((label, mask))
-    rows["kernels"] = np.r_[rows["kernels"], [int(m.sum()) for _, m in extra]].astype(np.int64)
-    rows["gpu_time_ns"] = np.r_[rows["gpu_time_ns"], [int(dur[m].sum()) for _, m in extra]].astype(np.int64)
-    labels = [lab for lab, _ in extra]
-    if by == "range":
-        names = _range_names(trace, used)
-        rows["instances"] = np.r_[np.ones(len(used), np.int64), np.zeros(len(extra), np.int64)]
-        graph = k["graph"].to_numpy()
-        graph_r = np.bincount(rid[has & graph], minlength=n)[used]
-        rows["graph_kernels"] = np.r_[graph_r, [int((graph & m).sum()) for _, m in extra]].astype(np.int64)
-        keys = ["range"]
-        frame = pd.DataFrame({"range": np.r_[names, labels], **rows})
-    elif by == "layer":
-        layer = _range_layers(trace, layer_regex)[used] if n else np.zeros(0, np.int64)
-        frame = pd.DataFrame({"layer": np.r_[layer, [-1] * len(extra)].astype(np.int64),
-                              "range": np.r_[_range_names(trace, used), labels], **rows})
-        keys = ["layer", "range"]
-    elif by == "path":
-        paths = trace.columns("ranges", ["path"])["path"].to_numpy(dtype=object)[used] if n else np.zeros(0, object)
-        frame = pd.DataFrame({"path": np.r_[paths, labels], **rows})
-        keys = ["path"]
+    # One row per range that launched kernels, then one per kind of unattributed kernel.
+    totals = _totals(trace)
+    extra = [(label, totals[status]) for label, status in ((NO_RANGE, "no_range"), (NO_LAUNCH, "no_launch"))
+             if totals[status]["kernels"]]
+
+    sums = ["kernels", "gpu_time_ns"] + (["graph_kernels"] if by == "range" else [])
+    # Group the ranges on integer keys first (a name's category code, a layer, a path's
+    # factor code); strings are only looked up for the groups, not for millions of ranges.
+    if by == "path":
+        codes, paths = pd.factorize(trace.columns("ranges", ["path"])["path"].to_numpy(dtype=object)[used]) if n else (
+            np.zeros(0, np.int64), np.zeros(0, object))
+        keys = {"path": (codes, np.asarray(paths, dtype=object))}
     else:
-        r = trace.columns("ranges", ["parent"]) if n else None
-        root = _roots(r["parent"].to_numpy())[used] if n else np.zeros(0, np.int64)
-        frame = pd.DataFrame({"step": np.r_[_range_names(trace, root), labels], **rows})
-        keys = ["step"]
-    out = frame.groupby(keys, sort=True).sum().reset_index()
+        name = trace.columns("ranges", ["name"])["name"] if n else pd.Series(pd.Categorical([]))
+        names = np.r_[np.asarray(name.cat.categories.astype(str), dtype=object), [""]]
+        name_codes = np.where(name.cat.codes.to_numpy() >= 0, name.cat.codes.to_numpy(), len(names) - 1).astype(np.int64)
+        if by == "step":
+            keys = {"step": (name_codes[_roots(trace.columns("ranges", ["parent"])["parent"].to_numpy())[used]], names)}
+        elif by == "layer":
+            layers = _range_layers(trace, layer_regex)[used] if n else np.zeros(0, np.int64)
+            keys = {"layer": (layers, None), "range": (name_codes[used], names)}
+        else:
+            keys = {"range": (name_codes[used], names)}
+    packed = np.zeros(len(used), dtype=np.int64)
+    for codes, _ in keys.values():
+        packed = packed * (int(codes.max(initial=-1)) + 2) + (codes + 1)
+    group_keys, group = _groups(packed)
+    frame = {k: (codes[group_keys] if values is None else values[codes[group_keys]]) for k, (codes, values) in keys.items()}
+    for col in sums:
+        frame[col] = group_sums(group, own[col].to_numpy()[used], len(group_keys)) if n else np.zeros(0, np.int64)
+    if by == "range":
+        frame["instances"] = np.bincount(group, minlength=len(group_keys)).astype(np.int64)
+    frame = pd.DataFrame(frame)
+    if extra:  # one row per kind of unattributed kernel, merged with a range of that name if any
+        rows = pd.DataFrame([{**{k: (-1 if k == "layer" else label) for k in keys}, **{c: t[c] for c in sums},
+                              **({"instances": 0} if by == "range" else {})} for label, t in extra])
+        frame = pd.concat([frame, rows], ignore_index=True).groupby(list(keys), sort=False).sum().reset_index()
+    out = frame.astype({c: np.int64 for c in frame.columns if c not in keys or c == "layer"})
     for key in keys:
         if key != "layer":
             out[key] = _labels(out[key])
@@ -94,16 +85,31 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> 
         out["kernels_per_instance"] = np.where(out["instances"] > 0, out["kernels"] / out["instances"].clip(lower=1), np.nan)
         out = out[["range", "kernels", "gpu_time_ns", "instances", "graph_kernels", "kernels_per_instance"]]
         return out.sort_values(["gpu_time_ns", "range"], ascending=[False, True], kind="stable").reset_index(drop=True)
-    return out.sort_values(keys, kind="stable").reset_index(drop=True)
+    return out.sort_values(list(keys), kind="stable").reset_index(drop=True)
 
 
-def _range_names(trace: Trace, ids: np.ndarray) -> np.ndarray:
-    if not len(ids):
-        return np.zeros(0, dtype=object)
-    name = trace.columns("ranges", ["name"])["name"]
-    cats = np.asarray(name.cat.categories.astype(str), dtype=object)
-    codes = name.cat.codes.to_numpy()[ids]
-    return np.where(codes >= 0, cats[np.maximum(codes, 0)], "")
+def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First row of each distinct key (in key order) and each row's group number."""
+    space = int(keys.max(initial=0)) + 1
+    if space > 4 * len(keys) + (1 << 20):
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        return first, inverse.reshape(-1)
+    # Small key space (the usual case): a counting pass instead of a sort.
+    first = np.full(space, -1, dtype=np.int64)
+    first[keys[::-1]] = np.arange(len(keys) - 1, -1, -1)
+    present = first >= 0
+    rank = np.cumsum(present) - 1
+    return first[present], rank[keys]
+
+
+def _totals(trace: Trace) -> dict[str, dict[str, int]]:
+    """Kernels in a range, outside any range and without a launch record (kept in the trace's
+    meta since format 2; counted from the kernel table for older stored traces)."""
+    totals = trace.meta.get("attribution")
+    if isinstance(totals, dict) and all(isinstance(totals.get(s), dict) for s in STATUSES):
+        return totals
+    k = trace.columns("kernels", ["start", "end", "graph", "launch_tid", "range_id"])
+    return attribute(k, trace.rows("ranges"))[1]
 
 
 def _range_layers(trace: Trace, layer_regex: str | None) -> np.ndarray:
@@ -125,11 +131,10 @@ def launches_per_step(trace: Trace, step_regex: str = r"^(step|ProfilerStep)") -
     """Kernels launched (and their GPU time) inside each top-level step range, in time order."""
     import re
 
-    r = trace.ranges
-    p = project(trace)
     cols = ["step", "kernels", "gpu_time_ns", "wall_ns"]
-    if not len(r):
+    if not trace.rows("ranges"):
         return pd.DataFrame(columns=cols)
+    r = trace.columns("ranges", ["name", "start", "end", "depth", "parent", "kernels", "gpu_time_ns"])
     rx = re.compile(step_regex)
     is_step_name = np.array([bool(rx.search(str(c))) for c in r["name"].cat.categories], dtype=bool)
     codes = r["name"].cat.codes.to_numpy()
@@ -137,17 +142,14 @@ def launches_per_step(trace: Trace, step_regex: str = r"^(step|ProfilerStep)") -
     steps = np.flatnonzero(is_step)
     if not len(steps):
         return pd.DataFrame(columns=cols)
-    rid = p["range_id"].to_numpy()
     root = _roots(r["parent"].to_numpy())
-    inside = rid >= 0
-    k_root = root[rid[inside]]
     n = len(r)
-    counts = np.bincount(k_root, minlength=n)
-    times = np.bincount(k_root, weights=p["duration"].to_numpy()[inside], minlength=n)
+    counts = np.bincount(root, weights=r["kernels"].to_numpy(), minlength=n)
+    times = group_sums(root, r["gpu_time_ns"].to_numpy(), n)
     steps = steps[np.argsort(r["start"].to_numpy()[steps], kind="stable")]
     return pd.DataFrame({
         "step": r["name"].astype(str).to_numpy()[steps],
         "kernels": counts[steps].astype(np.int64),
-        "gpu_time_ns": np.rint(times[steps]).astype(np.int64),
+        "gpu_time_ns": times[steps],
         "wall_ns": (r["end"].to_numpy() - r["start"].to_numpy())[steps],
     }, columns=cols)

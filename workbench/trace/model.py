@@ -37,6 +37,8 @@ SCHEMA: dict[str, dict[str, str]] = {
         "id": "int64", "name": "category", "start": "int64", "end": "int64",
         "pid": "int64", "tid": "int64", "depth": "int64", "parent": "int64",
         "domain": "category", "path": "string",
+        # The kernels whose innermost range this is: count, GPU time, launched by a CUDA graph.
+        "kernels": "int64", "gpu_time_ns": "int64", "graph_kernels": "int64",
     },
     "api": {
         "name": "category", "kind": "category", "start": "int64", "end": "int64",
@@ -203,16 +205,20 @@ def build(tables: dict[str, pd.DataFrame], meta: dict[str, Any], where: str) -> 
             raise TraceFormatError(
                 where, f"{int(neg.sum())} {t} event(s) with negative duration, first at {df['start'].iloc[i]} ns{what}"
             )
-    out["ranges"] = _tree(out["ranges"])
+    out["ranges"], timelines = _tree(out["ranges"])
     out["kernels"] = _join_launches(out["kernels"], out["api"])
-    out["kernels"]["range_id"] = innermost_ranges(out["kernels"], out["ranges"])
-    return Trace(out, meta)
+    out["kernels"]["range_id"] = innermost_ranges(out["kernels"], out["ranges"], timelines)
+    per_range, totals = attribute(out["kernels"], len(out["ranges"]))
+    for col, values in per_range.items():
+        out["ranges"][col] = values
+    return Trace(out, {**meta, "attribution": totals})
 
 
-def _tree(ranges: pd.DataFrame) -> pd.DataFrame:
-    """Sort ranges by (pid, tid, start) and derive id, parent, depth and path per thread."""
+def _tree(ranges: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """Sort ranges by (pid, tid, start) and derive id, parent, depth and path per thread;
+    also each thread's first range and timeline, keyed by (pid, tid)."""
     if not len(ranges):
-        return ranges
+        return ranges, {}
     ranges = ranges.sort_values(["pid", "tid", "start", "end"], ascending=[True, True, True, False], kind="stable")
     ranges = ranges.reset_index(drop=True)
     n = len(ranges)
@@ -223,15 +229,17 @@ def _tree(ranges: pd.DataFrame) -> pd.DataFrame:
     start = ranges["start"].to_numpy()
     end = ranges["end"].to_numpy()
     bounds = np.flatnonzero((np.diff(pid) != 0) | (np.diff(tid) != 0)) + 1
+    timelines = {}
     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, n]):
-        p, d, _ = nest(start[lo:hi], end[lo:hi])
+        p, d, timeline = nest(start[lo:hi], end[lo:hi])
         parent[lo:hi] = np.where(p >= 0, p + lo, -1)
         depth[lo:hi] = d
+        timelines[(int(pid[lo]), int(tid[lo]))] = (int(lo), timeline)
     ranges["id"] = np.arange(n, dtype=np.int64)
     ranges["parent"] = parent
     ranges["depth"] = depth
     ranges["path"] = pd.array(_paths(category_values(ranges["name"]), parent, depth), dtype="string")
-    return ranges
+    return ranges, timelines
 
 
 # A path longer than this keeps its first and last PATH_MAX/2 characters around "/…/", so a
@@ -263,37 +271,40 @@ def _paths(names: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarr
     return paths
 
 
-def _first_per_key(*keys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Rows holding the first occurrence (in row order) of each distinct key tuple, sorted by
-    key, and the keys' columns at those rows (for ``searchsorted``-style lookups)."""
-    order = np.lexsort((np.arange(len(keys[0])),) + tuple(reversed(keys)))
-    sk = [k[order] for k in keys]
-    new = np.ones(len(order), dtype=bool)
-    if len(order):
-        new[1:] = np.logical_or.reduce([k[1:] != k[:-1] for k in sk])
-    return order[new], [k[new] for k in sk]
-
-
-def _lookup_pairs(table_p, table_c, p, c) -> np.ndarray:
-    """Index into the sorted unique (table_p, table_c) pairs of each (p, c) query, -1 if absent.
-
-    The pair is packed into one int64 when both fit (pids < 2**31, correlation ids < 2**32:
-    every real trace), else both sides are rank-compressed first so the packing is exact.
-    """
-    if not len(table_p) or not len(p):
-        return np.full(len(p), -1, dtype=np.int64)
-    lo = min(int(table_c.min()), int(c.min()))
-    hi = max(int(table_c.max()), int(c.max()))
-    if lo >= 0 and hi < 2**32 and max(int(table_p.max()), int(p.max())) < 2**31 and min(int(table_p.min()), int(p.min())) >= 0:
-        tk, qk = (table_p << 32) | table_c, (p << 32) | c
+def _match_first(t_pid: np.ndarray | None, t_corr: np.ndarray, q_pid: np.ndarray | None, q_corr: np.ndarray) -> np.ndarray:
+    """For each query (pid, correlation id), the first table row (in row order) with the same
+    pair, -1 if none; with ``None`` pids, match on the correlation id alone."""
+    out = np.full(len(q_corr), -1, dtype=np.int64)
+    if not len(t_corr) or not len(q_corr):
+        return out
+    lo = min(int(t_corr.min()), int(q_corr.min()))
+    span = max(int(t_corr.max()), int(q_corr.max())) - lo + 1
+    pids = [None] if q_pid is None else pd.unique(q_pid)
+    if span <= len(t_corr) + len(q_corr) + (1 << 20) and len(pids) <= 8:
+        # Correlation ids are dense counters: one direct-address table per process, no sort
+        # (its memory is bounded by one int64 per row).
+        table = np.empty(span, dtype=np.int64)
+        for p in pids:
+            rows = np.arange(len(t_corr)) if p is None else np.flatnonzero(t_pid == p)
+            queries = np.arange(len(q_corr)) if p is None else np.flatnonzero(q_pid == p)
+            table.fill(len(t_corr))
+            np.minimum.at(table, t_corr[rows] - lo, rows)
+            hit = table[q_corr[queries] - lo]
+            out[queries] = np.where(hit < len(t_corr), hit, -1)
+        return out
+    # Sparse ids or many processes: one int64 key per pair (exact: rank-compressed when the
+    # raw values do not fit side by side), a stable sort and a binary search.
+    if q_pid is None:
+        tk, qk = t_corr, q_corr
     else:
-        _, inv_p = np.unique(np.concatenate([table_p, p]), return_inverse=True)
-        vals_c, inv_c = np.unique(np.concatenate([table_c, c]), return_inverse=True)
+        _, inv_p = np.unique(np.concatenate([t_pid, q_pid]), return_inverse=True)
+        vals_c, inv_c = np.unique(np.concatenate([t_corr, q_corr]), return_inverse=True)
         packed = inv_p.reshape(-1).astype(np.int64) * len(vals_c) + inv_c.reshape(-1)
-        tk, qk = packed[: len(table_p)], packed[len(table_p):]
-    pos = np.searchsorted(tk, qk)
-    pos_c = np.minimum(pos, len(tk) - 1)
-    return np.where(tk[pos_c] == qk, pos_c, -1)
+        tk, qk = packed[: len(t_corr)], packed[len(t_corr):]
+    order = np.argsort(tk, kind="stable")
+    sk = tk[order]
+    pos = np.minimum(np.searchsorted(sk, qk), len(sk) - 1)
+    return np.where(sk[pos] == qk, order[pos], -1)
 
 
 def _join_launches(kernels: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
@@ -315,15 +326,13 @@ def _join_launches(kernels: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
     # Correlation ids repeat across processes: match within the same process (the first API
     # row of that pair). A kernel whose pid is unknown (-1, Kineto puts the device there)
     # matches the first API row with its correlation id in any process.
-    rows_pc, (tp, tc) = _first_per_key(a_pid[valid], a_corr[valid])
-    rows_c, (tc_only,) = _first_per_key(a_corr[valid])
+    tp, tc = a_pid[valid], a_corr[valid]
     match = np.full(len(kernels), -1, dtype=np.int64)
     known = np.flatnonzero(need & (k_pid >= 0))
-    hit = _lookup_pairs(tp, tc, k_pid[known], k_corr[known])
-    match[known] = np.where(hit >= 0, valid[rows_pc[np.maximum(hit, 0)]], -1)
+    match[known] = _match_first(tp, tc, k_pid[known], k_corr[known])
     unknown = np.flatnonzero(need & (k_pid < 0))
-    hit = _lookup_pairs(np.zeros(len(tc_only), np.int64), tc_only, np.zeros(len(unknown), np.int64), k_corr[unknown])
-    match[unknown] = np.where(hit >= 0, valid[rows_c[np.maximum(hit, 0)]], -1)
+    match[unknown] = _match_first(None, tc, None, k_corr[unknown])
+    match = np.where(match >= 0, valid[np.maximum(match, 0)], -1)
     found = np.flatnonzero(match >= 0)
     m = match[found]
     kernels = kernels.copy(deep=False)  # copy-on-write: the caller's frame is untouched
@@ -351,41 +360,86 @@ def _merge_names(target: pd.Series, source: pd.Series, rows: np.ndarray, src_row
     codes = np.where(t_codes >= 0, t_codes, len(t_cats) + len(s_cats))
     codes[rows] = np.where(s_codes >= 0, s_codes + len(t_cats), len(t_cats) + len(s_cats))
     values = np.concatenate([t_cats, s_cats, np.array([""], dtype=object)])
-    used = np.unique(codes)
+    used = np.flatnonzero(np.bincount(codes, minlength=len(values)))
     uniq, inv = np.unique(values[used], return_inverse=True)
     remap = np.zeros(len(values), dtype=np.int64)
     remap[used] = inv.reshape(-1)
     return pd.Categorical.from_codes(remap[codes], categories=pd.Index(uniq))
 
 
-def innermost_ranges(kernels: pd.DataFrame, ranges: pd.DataFrame) -> np.ndarray:
+def group_sums(keys: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Exact int64 sum of ``values`` per key in 0..n-1."""
+    if not len(values) or int(np.abs(values).sum()) < 2**53:
+        # float64 holds every partial sum exactly below 2**53 ns (104 days of GPU time).
+        return np.rint(np.bincount(keys, weights=values, minlength=n)).astype(np.int64)
+    out = np.zeros(n, dtype=np.int64)
+    np.add.at(out, keys, values)
+    return out
+
+
+STATUSES = ("range", "no_range", "no_launch")
+
+
+def attribute(kernels: pd.DataFrame, n_ranges: int) -> tuple[dict[str, np.ndarray], dict[str, dict[str, int]]]:
+    """What the per-range tables are made of, computed once per trace: for each range the
+    kernels whose innermost range it is (count, GPU time, CUDA-graph launched), and the same
+    totals for kernels in a range, outside any range and without a launch record.
+
+    Stored with the trace, so a per-layer summary of a stored trace needs no kernel rows.
+    """
+    rid = kernels["range_id"].to_numpy()
+    dur = kernels["end"].to_numpy() - kernels["start"].to_numpy()
+    graph = kernels["graph"].to_numpy()
+    nolaunch = kernels["launch_tid"].to_numpy() < 0
+    has = rid >= 0
+    per_range = {
+        "kernels": np.bincount(rid[has], minlength=n_ranges).astype(np.int64),
+        "gpu_time_ns": group_sums(rid[has], dur[has], n_ranges),
+        "graph_kernels": np.bincount(rid[has & graph], minlength=n_ranges).astype(np.int64),
+    }
+    totals = {
+        status: {"kernels": int(m.sum()), "gpu_time_ns": int(dur[m].sum()), "graph_kernels": int((graph & m).sum())}
+        for status, m in zip(STATUSES, (has, ~has & ~nolaunch, nolaunch))
+    }
+    return per_range, totals
+
+
+def innermost_ranges(kernels: pd.DataFrame, ranges: pd.DataFrame, timelines: dict | None = None) -> np.ndarray:
     """Range id of the innermost range around each kernel's launch on its thread (-1: none).
 
-    ``ranges`` must be in ``_tree`` order: sorted by (pid, tid, start), ids 0..n-1.
+    ``ranges`` must be in ``_tree`` order: sorted by (pid, tid, start), ids 0..n-1;
+    ``timelines`` is what ``_tree`` gives with them (computed here when not given).
     """
     out = np.full(len(kernels), -1, dtype=np.int64)
     if not len(ranges) or not len(kernels):
         return out
     kp, kt = kernels["pid"].to_numpy(), kernels["launch_tid"].to_numpy()
     ks = kernels["launch_start"].to_numpy()
-    rp, rt = ranges["pid"].to_numpy(), ranges["tid"].to_numpy()
-    rs, re_ = ranges["start"].to_numpy(), ranges["end"].to_numpy()
-    bounds = np.flatnonzero((np.diff(rp) != 0) | (np.diff(rt) != 0)) + 1
+    if timelines is None:
+        rp, rt = ranges["pid"].to_numpy(), ranges["tid"].to_numpy()
+        rs, re_ = ranges["start"].to_numpy(), ranges["end"].to_numpy()
+        bounds = np.flatnonzero((np.diff(rp) != 0) | (np.diff(rt) != 0)) + 1
+        timelines = {(int(rp[lo]), int(rt[lo])): (int(lo), nest(rs[lo:hi], re_[lo:hi])[2])
+                     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(ranges)])}
     launched = np.flatnonzero(kt >= 0)
     if not len(launched):
         return out
-    # Group the launched kernels by thread with one sort, then look each thread's kernels up
-    # in its own block of ranges.
-    order = launched[np.lexsort((kt[launched], kp[launched]))]
+    # Group the launched kernels by thread (hashing, then a radix sort of the small group
+    # numbers; none for the usual single thread), then look each group up in its timeline.
+    cp, up = pd.factorize(kp[launched])
+    ct, ut = pd.factorize(kt[launched])
+    groups = cp.astype(np.int64) * len(ut) + ct
+    if len(up) * len(ut) > 1:
+        sort = np.argsort(groups.astype(np.int16) if len(up) * len(ut) < 2**15 else groups, kind="stable")
+        launched, groups = launched[sort], groups[sort]
+    order = launched
     gp, gt = kp[order], kt[order]
-    cuts = np.flatnonzero((gp[1:] != gp[:-1]) | (gt[1:] != gt[:-1])) + 1
-    blocks = {(int(rp[lo]), int(rt[lo])): (lo, hi) for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(ranges)])}
+    cuts = np.flatnonzero(groups[1:] != groups[:-1]) + 1
     for lo_k, hi_k in zip(np.r_[0, cuts], np.r_[cuts, len(order)]):
-        block = blocks.get((int(gp[lo_k]), int(gt[lo_k])))
-        if block is None:
+        found = timelines.get((int(gp[lo_k]), int(gt[lo_k])))
+        if found is None:
             continue
-        lo, hi = block
-        _, _, timeline = nest(rs[lo:hi], re_[lo:hi])
+        lo, timeline = found
         rows = order[lo_k:hi_k]
         local = timeline.innermost_at(ks[rows])
         out[rows] = np.where(local >= 0, local + lo, -1)

@@ -198,7 +198,7 @@ def load(path: str | os.PathLike) -> Trace:
 
 # Columns a format-1 trace (stored before the importer attributed kernels to ranges) lacks;
 # they are derived on load.
-_DERIVED = {("kernels", "range_id")}
+_DERIVED = {("kernels", "range_id"), ("ranges", "kernels"), ("ranges", "gpu_time_ns"), ("ranges", "graph_kernels")}
 
 
 class StoredTables(MutableMapping):
@@ -266,11 +266,14 @@ class StoredTables(MutableMapping):
     def _derive(self, table: str, col: str):
         import pandas as pd
 
-        from .model import innermost_ranges
+        from .model import attribute, innermost_ranges
 
-        k = self.columns("kernels", ["pid", "launch_tid", "launch_start"])
-        r = self.columns("ranges", ["pid", "tid", "start", "end"])
-        return pd.Series(innermost_ranges(k, r), name=col)
+        if table == "kernels":
+            k = self.columns("kernels", ["pid", "launch_tid", "launch_start"])
+            r = self.columns("ranges", ["pid", "tid", "start", "end"])
+            return pd.Series(innermost_ranges(k, r), name=col)
+        k = self.columns("kernels", ["start", "end", "graph", "launch_tid", "range_id"])
+        return pd.Series(attribute(k, self.rows("ranges"))[0][col], name=col)
 
     def _check_tree(self) -> None:
         if not self._tree_checked:

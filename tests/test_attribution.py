@@ -1,0 +1,170 @@
+"""Kernel -> launch -> innermost range attribution at import, the per-range totals stored
+with a trace, and stored traces read column by column: checked against straightforward
+computations on real traces."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench.analysis import BY, project, summary
+from workbench.analysis.projection import NO_LAUNCH, NO_RANGE, range_layers
+from workbench.trace import import_file, load_dir, save
+from workbench.trace.model import _match_first
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    """Equal values and types, strings compared as strings (a Parquet round trip may change a
+    categorical's category dtype from str to string)."""
+    def plain(df):
+        return df.astype({c: object for c in df.columns if isinstance(df[c].dtype, pd.CategoricalDtype) or df[c].dtype == "string"})
+    pd.testing.assert_frame_equal(plain(a), plain(b))
+
+
+def _naive_first(t_pid, t_corr, q_pid, q_corr):
+    first = {}
+    for i, key in enumerate(zip(t_pid.tolist(), t_corr.tolist())):
+        first.setdefault(key, i)
+    return np.array([first.get(key, -1) for key in zip(q_pid.tolist(), q_corr.tolist())], dtype=np.int64)
+
+
+@pytest.mark.parametrize("corr_span", [50, 10**12], ids=["dense-ids", "sparse-ids"])
+@pytest.mark.parametrize("npids", [1, 3, 20])
+def test_launch_match_is_the_first_row_of_the_same_pair(corr_span, npids):
+    """Both strategies (direct-address table, sort + search) give the first API row with the
+    same (pid, correlation id), duplicates and misses included."""
+    rng = np.random.default_rng(npids)
+    pids = rng.integers(0, 2**40, npids)
+    t_pid = rng.choice(pids, 400)
+    t_corr = rng.integers(0, corr_span, 400)
+    q_pid = rng.choice(np.r_[pids, 7], 300)
+    q_corr = np.r_[t_corr[:200], rng.integers(0, corr_span, 100)]
+    got = _match_first(t_pid, t_corr, q_pid, q_corr)
+    assert (got == _naive_first(t_pid, t_corr, q_pid, q_corr)).all()
+    by_corr = _match_first(None, t_corr, None, q_corr)
+    assert (by_corr == _naive_first(np.zeros_like(t_corr), t_corr, np.zeros_like(q_corr), q_corr)).all()
+
+
+def test_launch_times_are_exact_for_epoch_timestamps(external):
+    """HTA's test trace has epoch-ns launch times (> 2**53): each kernel's launch_start is its
+    API call's start to the nanosecond (a float64 join once rounded them by up to 128 ns)."""
+    t = import_file(external("hta-trace-diff-test.json.gz"))
+    k, a = t.kernels, t.api
+    launched = k[k["launch_tid"] >= 0]
+    first = a[a["correlation"] >= 0].drop_duplicates("correlation")
+    m = launched.merge(first[["correlation", "start"]].rename(columns={"start": "api_start"}), on="correlation")
+    assert len(m) == len(launched) > 9000
+    assert (m["launch_start"].to_numpy() == m["api_start"].to_numpy()).all()
+    assert int(launched["launch_start"].max()) > 2**53
+
+
+def _innermost_naive(t):
+    """O(kernels x ranges): the innermost (latest-starting, then shortest) range enclosing the
+    launch on its thread, with half-open [start, end)."""
+    r = t.ranges
+    out = []
+    for p, tid, ls in zip(t.kernels["pid"], t.kernels["launch_tid"], t.kernels["launch_start"]):
+        if tid < 0:
+            out.append(-1)
+            continue
+        m = r[(r["pid"] == p) & (r["tid"] == tid) & (r["start"] <= ls) & (ls < r["end"])]
+        out.append(int(m["id"].iloc[int(np.argmax(m["depth"].to_numpy()))]) if len(m) else -1)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("name", ["nsys-kvwrite-unfused.sqlite.gz", "kineto-kvwrite-fused-cache-full.json.gz"])
+def test_range_ids_match_a_naive_search(reference, name):
+    t = import_file(reference(name))
+    assert (t.kernels["range_id"].to_numpy() == _innermost_naive(t)).all()
+
+
+def _summary_naive(t, by):
+    """The per-group tables the straightforward way: group the projected kernels with pandas."""
+    p = project(t)
+    if by == "kernel":
+        return None
+    keys = {"range": ["range"], "layer": ["layer", "range"], "path": ["path"], "step": ["step"]}[by]
+    g = p.groupby(keys, observed=True, sort=True)["duration"]
+    return pd.DataFrame({"kernels": g.size(), "gpu_time_ns": g.sum()}).reset_index()
+
+
+@pytest.mark.parametrize("name", ["nsys-ai-mfu-2gpu-before.sqlite.gz", "hta-trace-diff-control.json.gz"])
+def test_summaries_from_per_range_totals_equal_grouping_the_kernels(external, tmp_path, name):
+    """summary() aggregates stored per-range totals; grouping every projected kernel gives the
+    same rows, on the imported trace and on the stored one (read lazily)."""
+    t = import_file(external(name))
+    save(t, "t", tmp_path)
+    stored = load_dir(tmp_path / "t")
+    for by in BY:
+        if by == "kernel":
+            continue
+        want = _summary_naive(t, by).sort_values(["kernels", "gpu_time_ns"] + ([] if by == "layer" else [by])).reset_index(drop=True)
+        for trace in (t, stored):
+            got = summary(trace, by=by)[list(want.columns)]
+            got = got.astype({c: str for c in want.columns if c not in ("kernels", "gpu_time_ns", "layer")})
+            exp = want.astype({c: str for c in want.columns if c not in ("kernels", "gpu_time_ns", "layer")})
+            got = got.sort_values(list(exp.columns[-2:]) + [c for c in exp.columns[:-2]]).reset_index(drop=True)
+            exp = exp.sort_values(list(exp.columns[-2:]) + [c for c in exp.columns[:-2]]).reset_index(drop=True)
+            pd.testing.assert_frame_equal(got, exp, check_dtype=False)
+    att = t.meta["attribution"]
+    assert sum(v["kernels"] for v in att.values()) == len(t.kernels)
+    s = summary(t, by="range")
+    assert s.loc[s["range"] == NO_RANGE, "kernels"].sum() == att["no_range"]["kernels"]
+    assert s.loc[s["range"] == NO_LAUNCH, "kernels"].sum() == att["no_launch"]["kernels"]
+
+
+def test_stored_trace_reads_only_the_columns_a_summary_needs(external, tmp_path):
+    t = import_file(external("nsys-ai-mfu-2gpu-after.sqlite.gz"))
+    save(t, "t", tmp_path)
+    stored = load_dir(tmp_path / "t")
+    summary(stored, by="layer")
+    assert not stored.tables._loaded  # no whole table was read
+    assert "start" not in stored.tables._cols["kernels"]
+    assert stored.rows("kernels") == len(t.kernels)
+    _same(stored.kernels, t.kernels)
+    _same(stored.ranges, t.ranges)
+
+
+def test_format_1_trace_gets_its_attribution_derived(reference, tmp_path):
+    """A trace stored before the importer attributed kernels (no range_id, no per-range
+    totals, no attribution in the manifest) gives the same tables."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t = import_file(reference("nsys-kvwrite-unfused.sqlite.gz"))
+    d = save(t, "new", tmp_path)
+    old = tmp_path / "old"
+    shutil.copytree(d, old)
+    for table, cols in (("kernels", ["range_id"]), ("ranges", ["kernels", "gpu_time_ns", "graph_kernels"])):
+        f = old / f"{table}.parquet"
+        pq.write_table(pa.Table.from_pandas(pq.read_table(f).to_pandas().drop(columns=cols), preserve_index=False), f)
+    man = json.loads((old / "manifest.json").read_text())
+    del man["attribution"]
+    man["format_version"] = 1
+    (old / "manifest.json").write_text(json.dumps(man))
+    v1 = load_dir(old)
+    for by in BY:
+        _same(summary(v1, by=by), summary(t, by=by))
+    _same(v1.kernels, t.kernels)
+    _same(v1.ranges, t.ranges)
+
+
+def test_layers_inherit_through_deep_nesting():
+    """Pointer jumping gives each range its own layer or its nearest ancestor's, at any depth."""
+    n = 5000
+    names = ["step"] + [f"layer_{i}" if i % 997 == 0 else f"op{i}" for i in range(1, n)]
+    r = pd.DataFrame({"name": pd.Categorical(names), "parent": np.arange(-1, n - 1), "depth": np.arange(n)})
+    got = range_layers(r)
+    want, cur = [], -1
+    for nm in names:
+        if nm.startswith("layer_"):
+            cur = int(nm.split("_")[1])
+        want.append(cur)
+    assert (got == np.array(want)).all()
