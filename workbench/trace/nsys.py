@@ -18,6 +18,7 @@ import tempfile
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
@@ -54,6 +55,12 @@ def _pid(global_id: np.ndarray) -> np.ndarray:
 
 def _tid(global_tid: np.ndarray) -> np.ndarray:
     return global_tid & 0xFFFFFF
+
+
+def _uri(db_path: Path) -> str:
+    # Percent-encoded: a '?' or '#' in a file name would otherwise end the path, and SQLite
+    # would open (even create) some other file, without the ?mode=ro that follows.
+    return f"file:{quote(os.path.abspath(db_path))}?mode=ro"
 
 
 @contextmanager
@@ -197,7 +204,7 @@ def read_nsys(path: str | Path) -> Trace:
     path = Path(path)
     with _sqlite_file(path) as db_path:
         try:
-            con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+            con = sqlite3.connect(_uri(db_path), uri=True)
         except sqlite3.Error as e:
             raise TraceFormatError(path, f"cannot open SQLite file ({e})") from None
         # TEXT that is not valid UTF-8 (a damaged page, another writer) decodes with U+FFFD.
