@@ -61,6 +61,21 @@ def categorical(values) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(uniq))
 
 
+def categorical_take(values, codes) -> pd.Categorical:
+    """``categorical(values[codes])``, factorizing only ``values`` (say the name of each
+    distinct id) instead of one object per row: ~1 s less for a million rows."""
+    values = np.asarray(values, dtype=object)
+    codes = np.asarray(codes).reshape(-1)
+    if all(isinstance(v, str) for v in values.tolist()):  # else the order may be first appearance in rows
+        small = categorical(values)
+        small_codes = small.codes[codes]
+        used = np.zeros(len(small.categories), dtype=bool)
+        used[small_codes] = True
+        if used.all():  # else the categories would differ
+            return pd.Categorical.from_codes(small_codes, dtype=small.dtype)
+    return categorical(values[codes])
+
+
 def category_values(s: pd.Series) -> np.ndarray:
     """A categorical column as an object array of ``str`` that shares one object per category."""
     cats = np.asarray(s.cat.categories.astype(str), dtype=object)

@@ -25,7 +25,7 @@ import pandas as pd
 
 from ..errors import TraceFormatError, WorkbenchError
 from .model import Trace, build
-from .names import categorical
+from .names import categorical, categorical_take
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -164,6 +164,8 @@ def _is_text(col) -> bool:
 def _ints(df: pd.DataFrame, col: str, where: Path, table: str, default: int | None = None) -> np.ndarray:
     if col not in df:
         return np.full(len(df), -1 if default is None else default, dtype=np.int64)
+    if df[col].dtype == np.int64:  # INTEGERs only: nothing to convert or refuse
+        return df[col].to_numpy()
     s = pd.to_numeric(pd.Series(df[col]), errors="coerce")
     if s.isna().any():
         if default is None:
@@ -179,10 +181,11 @@ def _int64(a: np.ndarray, where: Path, what: str) -> np.ndarray:
     return a.astype(np.int64)
 
 
-def _lookup(ids: np.ndarray, strings: dict[int, str], where: Path, what: str) -> np.ndarray:
-    """The string of each id (an object array sharing one str per distinct id)."""
+def _lookup(ids: np.ndarray, strings: dict[int, str], where: Path, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """The string of each distinct id (in id order) and each row's index into them: strings
+    are looked up once per distinct id, and names become categoricals from those codes."""
     ids = np.asarray(ids, dtype=np.int64)
-    uniq, inv = np.unique(ids, return_inverse=True)
+    codes, uniq = pd.factorize(ids, sort=True)
     vals = np.empty(len(uniq), dtype=object)
     for j, v in enumerate(uniq.tolist()):
         s = strings.get(v)
@@ -191,7 +194,7 @@ def _lookup(ids: np.ndarray, strings: dict[int, str], where: Path, what: str) ->
             first = next(x for x in ids.tolist() if x in missing)  # report the first in row order
             raise TraceFormatError(where, f"{what} refers to string id {first} missing from StringIds")
         vals[j] = s
-    return vals[inv.reshape(-1)]
+    return vals, codes
 
 
 def _text(values: np.ndarray) -> np.ndarray:
@@ -244,8 +247,8 @@ def _kernels(db: _Db, strings, where) -> pd.DataFrame:
     name_ids = _ints(k, "demangledName" if "demangledName" in k else "shortName", where, KERNEL)
     short_ids = _ints(k, "shortName" if "shortName" in k else "demangledName", where, KERNEL)
     out = pd.DataFrame({
-        "name": categorical(_lookup(name_ids, strings, where, f"{KERNEL}.demangledName")),
-        "short_name": categorical(_lookup(short_ids, strings, where, f"{KERNEL}.shortName")),
+        "name": categorical_take(*_lookup(name_ids, strings, where, f"{KERNEL}.demangledName")),
+        "short_name": categorical_take(*_lookup(short_ids, strings, where, f"{KERNEL}.shortName")),
         "kind": "kernel",
         "start": _ints(k, "start", where, KERNEL),
         "end": _ints(k, "end", where, KERNEL),
@@ -266,17 +269,17 @@ def _api(db: _Db, strings, where) -> pd.DataFrame:
     r = db.read(RUNTIME)
     gtid = _ints(r, "globalTid", where, RUNTIME)
     name_ids = _ints(r, "nameId", where, RUNTIME)
-    names = _lookup(name_ids, strings, where, f"{RUNTIME}.nameId")
+    names, inv_id = _lookup(name_ids, strings, where, f"{RUNTIME}.nameId")
     # nsys suffixes runtime names with the API version ("cudaLaunchKernel_v7000").
     # Distinct names via the distinct ids: sorting millions of strings costs seconds.
-    _, first, inv_id = np.unique(name_ids, return_index=True, return_inverse=True)
-    uniq, inv_u = np.unique(names[first].astype(str), return_inverse=True)
-    inv = inv_u[inv_id.reshape(-1)]
+    uniq, inv_u = np.unique(names.astype(str), return_inverse=True)
+    inv = inv_u.reshape(-1)[inv_id]
     clean = np.array([u.split("_v")[0] if "_v" in u and u.rsplit("_v", 1)[-1].isdigit() else u for u in uniq], dtype=object)
     is_driver = np.array([u.startswith("cu") and not u.startswith("cuda") for u in clean])
+    kinds = pd.Categorical(np.where(is_driver, "driver", "runtime"))
     return pd.DataFrame({
-        "name": categorical(clean[inv]),
-        "kind": pd.Categorical(np.where(is_driver[inv], "driver", "runtime")),
+        "name": categorical_take(clean, inv),
+        "kind": pd.Categorical.from_codes(kinds.codes[inv], dtype=kinds.dtype),  # every clean name is used
         "start": _ints(r, "start", where, RUNTIME),
         "end": _ints(r, "end", where, RUNTIME),
         "pid": _pid(gtid),
@@ -296,7 +299,8 @@ def _ranges(db: _Db, strings, where) -> pd.DataFrame:
         tid_ids = pd.to_numeric(pd.Series(e["textId"]), errors="coerce")
         need = pd.isna(text) & tid_ids.notna().to_numpy()
         if need.any():
-            text[need] = _lookup(tid_ids[need].astype(np.int64).to_numpy(), strings, where, f"{NVTX}.textId")
+            vals, codes = _lookup(tid_ids[need].astype(np.int64).to_numpy(), strings, where, f"{NVTX}.textId")
+            text[need] = vals[codes]
     domain_ids = _ints(e, "domainId", where, NVTX, default=0)
     domains = {0: "default"}
     for d, t in zip(domain_ids[etype == _DOMAIN_CREATE], text[etype == _DOMAIN_CREATE]):
@@ -316,13 +320,14 @@ def _ranges(db: _Db, strings, where) -> pd.DataFrame:
             f" ({int(unended.sum())} unmatched)"
         )
     text = np.array([t if isinstance(t, str) else "" for t in text], dtype=object)
+    dom_ids, dom_codes = np.unique(domain_ids, return_inverse=True)
     return pd.DataFrame({
         "name": categorical(text),
         "start": starts,
         "end": _int64(ends, where, f"{NVTX}.end"),
         "pid": _pid(gtid),
         "tid": _tid(gtid),
-        "domain": categorical([domains.get(int(d), f"domain {d}") for d in domain_ids]),
+        "domain": categorical_take([domains.get(int(d), f"domain {d}") for d in dom_ids], dom_codes),
     })
 
 
