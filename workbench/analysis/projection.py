@@ -112,3 +112,6 @@ def _roots(parent: np.ndarray) -> np.ndarray:
         if np.array_equal(nxt, root):
             return root
         root = nxt
+
+
+Trace.view_makers["projected"] = project

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -119,6 +119,9 @@ class Trace:
     views: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
     # Analysis results keyed by their parameters, so repeated calls don't recompute.
     memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # View name -> function of the trace that makes it, for views a query names before they
+    # exist (analysis registers ``projected``: the trace layer cannot import analysis).
+    view_makers: ClassVar[dict[str, Callable[[Trace], pd.DataFrame]]] = {}
 
     @property
     def kernels(self) -> pd.DataFrame:
@@ -161,6 +164,9 @@ class Trace:
         """
         import duckdb
 
+        for view_name, make in self.view_makers.items():
+            if view_name not in self.views and re.search(rf"\b{re.escape(view_name)}\b", query, re.IGNORECASE):
+                self.views[view_name] = make(self)
         con = duckdb.connect()
         try:
             for t in TABLES:
