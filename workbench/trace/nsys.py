@@ -384,7 +384,7 @@ def _kernels(db: _Db, strings, where) -> pd.DataFrame:
     out = pd.DataFrame({
         "name": categorical_take(*_lookup(name_ids, strings, where, f"{KERNEL}.demangledName")),
         "short_name": categorical_take(*_lookup(short_ids, strings, where, f"{KERNEL}.shortName")),
-        "kind": "kernel",
+        "kind": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=["kernel"]),
         "start": _ints(k, "start", where, KERNEL),
         "end": _ints(k, "end", where, KERNEL),
         "device": _ints(k, "deviceId", where, KERNEL),
