@@ -333,10 +333,10 @@ class _Interner(dict):
         return np.fromiter(map(self.__getitem__, values), dtype=np.int64, count=len(values))
 
     def recode(self, codes: np.ndarray, strings: list) -> np.ndarray:
-        """Codes into ``strings`` as codes of this interner, new strings in first-seen order."""
-        seen, first = np.unique(codes, return_index=True)
+        """Another interner's codes (into its ``strings``) as this one's, given piece by piece
+        in order: then its codes of strings new here rise in first-seen order, as codes do."""
         table = np.empty(len(strings), np.int64)
-        for c in seen[np.argsort(first)].tolist():
+        for c in np.unique(codes).tolist():
             table[c] = self.setdefault(strings[c], len(self))
         return table[codes]
 
