@@ -11,6 +11,9 @@ several times faster than orjson building a dict per event. A piece that decoder
 (a field of an unusual type, bad JSON, a cut in the wrong place) is parsed again by orjson,
 and both kinds of events go through the same column code, which does all value checks: the
 tables and the error messages do not depend on which parser read a piece.
+
+A large uncompressed file is read by several processes, each a range of pieces (see
+``kineto_parallel``), with the same result.
 """
 
 from __future__ import annotations
@@ -556,6 +559,7 @@ def _part(events: list, typed: bool, names: dict[str, _Interner], counts: dict, 
 
 
 def _rows(events: list, names: dict[str, _Interner], counts: dict, where):
+    """``_part`` of a slice."""
     groups = _classify(events, counts)
     if groups is None:
         groups = _classify_plain(events, counts)

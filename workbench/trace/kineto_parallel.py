@@ -29,6 +29,8 @@ def read_parallel(path: Path, chunk: int, stops: list[int]) -> tuple[_Tables, di
     then meets the same problem again and reports the first one in file order."""
     import orjson
 
+    if not sys.executable:
+        raise _OnePass
     env = dict(os.environ)
     # The workers import this very copy of the package, wherever it was imported from.
     root = str(Path(__file__).resolve().parents[2])
@@ -57,7 +59,7 @@ def read_parallel(path: Path, chunk: int, stops: list[int]) -> tuple[_Tables, di
                 if w.wait() != 0:
                     raise _OnePass
                 tables.merge(parts, out["strings"], out["counts"])
-                header = out["header"]
+                header = out["header"]  # the last range's has the keys after the events too
         return tables, header
     finally:
         for w in workers:
