@@ -41,7 +41,9 @@ from .nesting import nest
 _HEAD = 1 << 20  # the first read, which holds the header of most files
 _CHUNK = 8 << 20
 _SLICE = 2048  # events turned into rows at a time
-_PARALLEL_MIN = 512 << 20  # smaller files are read in one process: a worker costs more than it saves
+# The least a process's range is worth its start (an interpreter importing pandas, about a
+# second): below two of them, the file is read in one process.
+_RANGE_MIN = 256 << 20
 _WINDOW = 1 << 20  # bytes before a range's start searched for the cut the one-pass reader makes
 _KEY = b'"traceEvents"'
 _PREFIX = b'{"traceEvents":['
@@ -703,8 +705,8 @@ def read_kineto(path: str | Path, workers: int | None = None) -> Trace:
     """Imports a torch.profiler trace (``.json`` or ``.json.gz``).
 
     ``workers``: how many processes read an uncompressed file, each a range of about equal
-    size (see ``kineto_parallel``); by default one per CPU for files of ``_PARALLEL_MIN``
-    bytes or more, else one. The result does not depend on it.
+    size (see ``kineto_parallel``); by default one per CPU, but no more than ranges of
+    ``_RANGE_MIN`` bytes. The result does not depend on it.
     """
     path = Path(path)
     chunk = _CHUNK
@@ -733,7 +735,7 @@ def _range_stops(path: Path, chunk: int, workers: int | None) -> list[int]:
     size = path.stat().st_size
     if workers is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        workers = cpus if size >= _PARALLEL_MIN else 1
+        workers = min(cpus, size // _RANGE_MIN)
     chunks = (size - _HEAD) // chunk
     workers = min(workers, chunks)
     return [_HEAD + chunk * (chunks * i // workers) for i in range(1, workers)]
