@@ -51,10 +51,13 @@ _WS = b" \t\r\n"
 _WS_RUN = re.compile(rb"[ \t\r\n]*")
 
 
-def _open(path: Path):
+def _gzipped(path: Path) -> bool:
     with open(path, "rb") as fh:
-        magic = fh.read(2)
-    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+        return fh.read(2) == b"\x1f\x8b"
+
+
+def _open(path: Path):
+    return gzip.open(path, "rb") if _gzipped(path) else open(path, "rb")
 
 
 _FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
@@ -658,7 +661,7 @@ class _Tables:
             if stack:
                 name, ts = stack[-1]
                 raise TraceFormatError(where, f"range {name[:80]!r} begun at {ts} ns on thread {pid}/{tid} never ends")
-        kern, api, rng, ops, mcpy, mset = (self.cols[t] for t in ("kernels", "api", "ranges", "cpu_ops", "memcpy", "memset"))
+        kern, api, rng, ops, mcpy, mset = map(self.cols.get, ("kernels", "api", "ranges", "cpu_ops", "memcpy", "memset"))
         names = self.names
         tables = {}
         if kern.pieces:
@@ -729,9 +732,8 @@ def read_kineto(path: str | Path, workers: int | None = None) -> Trace:
 
 def _range_stops(path: Path, chunk: int, workers: int | None) -> list[int]:
     """Where each reader's range ends but the last's, or [] for one pass."""
-    with open(path, "rb") as fh:
-        if fh.read(2) == b"\x1f\x8b":
-            return []  # a gzip stream cannot be entered in the middle
+    if _gzipped(path):
+        return []  # a gzip stream cannot be entered in the middle
     size = path.stat().st_size
     if workers is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
