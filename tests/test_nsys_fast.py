@@ -149,7 +149,7 @@ FALLBACKS = {
 def test_fallback_identical(tmp_path, monkeypatch, case):
     table, sql = FALLBACKS[case]
     path = _loose_file(tmp_path / "t.sqlite", lambda con: con.executescript(sql.format(t=table)))
-    monkeypatch.setattr(nsys._Arrow, "_BATCH_ROWS", 4)
+    monkeypatch.setattr(nsys._Arrow, "_BATCH_ROWS_MAX", 4)
     _, delivered = _compare(path, monkeypatch)
     assert table not in delivered
 

@@ -220,9 +220,10 @@ class _Arrow:
     TEXT where integers belong), a text column holding a non-text value anywhere (the driver
     would turn it into its text) or invalid UTF-8 (sqlite3 decodes it with U+FFFD)."""
 
-    # One batch for any real table: a column then reaches numpy without a copy (at 10M
-    # kernels, 1M-row batches cost a combining copy: +0.35 GB peak, ~4 s).
-    _BATCH_ROWS = 1 << 26
+    # One batch per table, so a column reaches numpy without a copy (at 10M kernels 1M-row
+    # batches cost a combining copy: +0.35 GB peak, ~4 s). The driver reserves memory for a
+    # whole batch up front, so the batch is sized to the table, never beyond this.
+    _BATCH_ROWS_MAX = 1 << 26
 
     def __init__(self, db_path: Path, jobs: dict[str, list[str]]):
         self._uri = _uri(db_path)
@@ -251,7 +252,9 @@ class _Arrow:
                         cur.execute(f'select 1 from "{table}" where typeof("{col}") not in (\'text\', \'null\') limit 1')
                         if cur.fetchone() is not None:
                             return None
-                cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(self._BATCH_ROWS)})
+                cur.execute(f'select count(*) from "{table}"')
+                rows = min(max(int(cur.fetchone()[0]), 1), self._BATCH_ROWS_MAX)
+                cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(rows)})
                 cur.execute(_select_sql(table, cols))
                 tab = cur.fetch_arrow_table()
             return _from_arrow(tab, [c in TEXT.get(table, ()) for c in cols])
