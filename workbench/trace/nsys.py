@@ -256,22 +256,28 @@ class _Arrow:
                 rows = min(max(int(cur.fetchone()[0]), 1), self._BATCH_ROWS_MAX)
                 cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(rows)})
                 cur.execute(_select_sql(table, cols))
-                tab = cur.fetch_arrow_table()
-            return _from_arrow(tab, [c in TEXT.get(table, ()) for c in cols])
+                tabs = [cur.fetch_arrow_table()]
+            return _from_arrow(tabs, [c in TEXT.get(table, ()) for c in cols])
         except Exception:  # noqa: BLE001 - whatever went wrong, sqlite3 reads it and words the error
             return None
 
 
-def _from_arrow(tab, text: list[bool]) -> list[np.ndarray] | None:
+def _from_arrow(tabs: list, text: list[bool]) -> list[np.ndarray] | None:
     """The same columns :meth:`_Db._select` makes of the same rows (int64; object arrays of
-    str and None, or of int and None for integers with NULLs), or None."""
+    str and None, or of int and None for integers with NULLs), or None.
+
+    ``tabs`` holds the only reference to the table, which is taken apart column by column:
+    each column becomes an owned, writable numpy array and its Arrow buffer is freed at once,
+    so a table never exists twice in memory (the caller's frames then need no copy)."""
     import pyarrow as pa
 
+    tab = tabs.pop()
     if tab.num_rows == 0:
         return []
     out = []
-    for col, is_text in zip(tab.columns, text):
-        col = col.combine_chunks()
+    for is_text in text:
+        col = tab.column(0).combine_chunks()
+        tab = tab.remove_column(0)
         if is_text and pa.types.is_string(col.type):
             col.validate(full=True)  # invalid UTF-8 raises: sqlite3 decodes it with U+FFFD
             out.append(col.to_numpy(zero_copy_only=False))
@@ -285,9 +291,10 @@ def _from_arrow(tab, text: list[bool]) -> list[np.ndarray] | None:
                 ints[col.is_null().to_numpy(zero_copy_only=False)] = None
                 out.append(ints)
             else:
-                out.append(col.to_numpy())
+                out.append(col.to_numpy().copy())
         else:
             return None
+        del col
     return out
 
 
@@ -299,7 +306,9 @@ def _ints(df: pd.DataFrame, col: str, where: Path, table: str, default: int | No
     if col not in df:
         return np.full(len(df), -1 if default is None else default, dtype=np.int64)
     if df[col].dtype == np.int64:  # INTEGERs only: nothing to convert or refuse
-        return df[col].to_numpy()
+        # The array itself, not to_numpy()'s read-only view: ``df`` is a private intermediate
+        # whose columns are handed on to the trace's frames without a copy.
+        return np.asarray(df[col].array)
     s = pd.to_numeric(pd.Series(df[col]), errors="coerce")
     if s.isna().any():
         if default is None:
@@ -395,7 +404,7 @@ def _kernels(db: _Db, strings, where) -> pd.DataFrame:
         "stream": _ints(k, "streamId", where, KERNEL),
         "pid": _pid(_ints(k, "globalPid", where, KERNEL)),
         "correlation": _ints(k, "correlationId", where, KERNEL),
-    })
+    }, copy=False)
     for src, dst in (("gridX", "grid_x"), ("gridY", "grid_y"), ("gridZ", "grid_z"),
                      ("blockX", "block_x"), ("blockY", "block_y"), ("blockZ", "block_z")):
         out[dst] = _ints(k, src, where, KERNEL, default=-1)
@@ -424,7 +433,7 @@ def _api(db: _Db, strings, where) -> pd.DataFrame:
         "pid": _pid(gtid),
         "tid": _tid(gtid),
         "correlation": _ints(r, "correlationId", where, RUNTIME),
-    })
+    }, copy=False)
 
 
 def _ranges(db: _Db, strings, where) -> pd.DataFrame:
@@ -466,7 +475,7 @@ def _ranges(db: _Db, strings, where) -> pd.DataFrame:
         "pid": _pid(gtid),
         "tid": _tid(gtid),
         "domain": categorical_take([domains.get(int(d), f"domain {d}") for d in dom_ids], dom_codes),
-    })
+    }, copy=False)
 
 
 def _copies(db: _Db, table: str, where, strings) -> pd.DataFrame:
@@ -479,7 +488,7 @@ def _copies(db: _Db, table: str, where, strings) -> pd.DataFrame:
         "pid": _pid(_ints(c, "globalPid", where, table)),
         "correlation": _ints(c, "correlationId", where, table, default=-1),
         "bytes": _ints(c, "bytes", where, table, default=-1),
-    })
+    }, copy=False)
     if table == MEMCPY:
         kinds = _enum(db, "ENUM_CUDA_MEMCPY_OPER")
         ck = _ints(c, "copyKind", where, table, default=-1)
