@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import WorkbenchError
-from ..trace.model import STATUSES, Trace, attribute, group_sums
-from .projection import NO_LAUNCH, NO_RANGE, _roots, project, range_layers
+from ..trace.model import Trace, group_sums
+from .projection import NO_LAUNCH, NO_RANGE, _roots, range_layers
 
 BY = ("range", "layer", "kernel", "path", "step")
 
@@ -36,12 +36,10 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> 
         raise WorkbenchError(by, f"unknown grouping; choose one of {', '.join(BY)}")
     if by == "kernel":
         return _by_kernel(trace)
-    n = trace.rows("ranges")
-    own = trace.columns("ranges", ["kernels", "gpu_time_ns", "graph_kernels"]) if n else None
-    cnt = own["kernels"].to_numpy() if n else np.zeros(0, np.int64)
-    used = np.flatnonzero(cnt > 0)
+    own = trace.columns("ranges", ["kernels", "gpu_time_ns", "graph_kernels"])
+    used = np.flatnonzero(own["kernels"].to_numpy() > 0)
     # One row per range that launched kernels, then one per kind of unattributed kernel.
-    totals = _totals(trace)
+    totals = trace.meta["attribution"]
     extra = [(label, totals[status]) for label, status in ((NO_RANGE, "no_range"), (NO_LAUNCH, "no_launch"))
              if totals[status]["kernels"]]
 
@@ -49,17 +47,16 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> 
     # Group the ranges on integer keys first (a name's category code, a layer, a path's
     # factor code); strings are only looked up for the groups, not for millions of ranges.
     if by == "path":
-        codes, paths = pd.factorize(trace.columns("ranges", ["path"])["path"].to_numpy(dtype=object)[used]) if n else (
-            np.zeros(0, np.int64), np.zeros(0, object))
+        codes, paths = pd.factorize(trace.columns("ranges", ["path"])["path"].to_numpy(dtype=object)[used])
         keys = {"path": (codes, np.asarray(paths, dtype=object))}
     else:
-        name = trace.columns("ranges", ["name"])["name"] if n else pd.Series(pd.Categorical([]))
+        name = trace.columns("ranges", ["name"])["name"]
         names = np.r_[np.asarray(name.cat.categories.astype(str), dtype=object), [""]]
         name_codes = np.where(name.cat.codes.to_numpy() >= 0, name.cat.codes.to_numpy(), len(names) - 1).astype(np.int64)
         if by == "step":
             keys = {"step": (name_codes[_roots(trace.columns("ranges", ["parent"])["parent"].to_numpy())[used]], names)}
         elif by == "layer":
-            layers = _range_layers(trace, layer_regex)[used] if n else np.zeros(0, np.int64)
+            layers = _range_layers(trace, layer_regex)[used]
             keys = {"layer": (layers, None), "range": (name_codes[used], names)}
         else:
             keys = {"range": (name_codes[used], names)}
@@ -69,7 +66,7 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> 
     group_keys, group = _groups(packed)
     frame = {k: (codes[group_keys] if values is None else values[codes[group_keys]]) for k, (codes, values) in keys.items()}
     for col in sums:
-        frame[col] = group_sums(group, own[col].to_numpy()[used], len(group_keys)) if n else np.zeros(0, np.int64)
+        frame[col] = group_sums(group, own[col].to_numpy()[used], len(group_keys))
     if by == "range":
         frame["instances"] = np.bincount(group, minlength=len(group_keys)).astype(np.int64)
     frame = pd.DataFrame(frame)
@@ -100,16 +97,6 @@ def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     present = first >= 0
     rank = np.cumsum(present) - 1
     return first[present], rank[keys]
-
-
-def _totals(trace: Trace) -> dict[str, dict[str, int]]:
-    """Kernels in a range, outside any range and without a launch record (kept in the trace's
-    meta since format 2; counted from the kernel table for older stored traces)."""
-    totals = trace.meta.get("attribution")
-    if isinstance(totals, dict) and all(isinstance(totals.get(s), dict) for s in STATUSES):
-        return totals
-    k = trace.columns("kernels", ["start", "end", "graph", "launch_tid", "range_id"])
-    return attribute(k, trace.rows("ranges"))[1]
 
 
 def _range_layers(trace: Trace, layer_regex: str | None) -> np.ndarray:
@@ -144,12 +131,12 @@ def launches_per_step(trace: Trace, step_regex: str = r"^(step|ProfilerStep)") -
         return pd.DataFrame(columns=cols)
     root = _roots(r["parent"].to_numpy())
     n = len(r)
-    counts = np.bincount(root, weights=r["kernels"].to_numpy(), minlength=n)
+    counts = group_sums(root, r["kernels"].to_numpy(), n)
     times = group_sums(root, r["gpu_time_ns"].to_numpy(), n)
     steps = steps[np.argsort(r["start"].to_numpy()[steps], kind="stable")]
     return pd.DataFrame({
         "step": r["name"].astype(str).to_numpy()[steps],
-        "kernels": counts[steps].astype(np.int64),
+        "kernels": counts[steps],
         "gpu_time_ns": times[steps],
         "wall_ns": (r["end"].to_numpy() - r["start"].to_numpy())[steps],
     }, columns=cols)

@@ -36,7 +36,7 @@ import pandas as pd
 from ..errors import TraceFormatError
 from .model import Trace, build
 from .names import short_names
-from .nesting import nest
+from .nesting import nest, thread_blocks
 
 _HEAD = 1 << 20  # the first read, which holds the header of most files
 _CHUNK = 8 << 20
@@ -776,9 +776,8 @@ def _cpu_work_units(ops: pd.DataFrame) -> pd.DataFrame:
     ops = ops.sort_values(["pid", "tid", "start"], kind="stable").reset_index(drop=True)
     keep = np.zeros(len(ops), dtype=bool)
     pid, tid = ops["pid"].to_numpy(), ops["tid"].to_numpy()
-    bounds = np.flatnonzero((np.diff(pid) != 0) | (np.diff(tid) != 0)) + 1
     s, e = ops["start"].to_numpy(), ops["end"].to_numpy()
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(ops)]):
+    for lo, hi in thread_blocks(pid, tid):
         parent, _, _ = nest(s[lo:hi], e[lo:hi])
         keep[lo:hi] = parent < 0
     top = ops[keep].reset_index(drop=True)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..errors import TraceFormatError, WorkbenchError
 from .names import category_values
-from .nesting import nest
+from .nesting import nest, thread_blocks
 
 # Column -> dtype of each table. Strings are categoricals: names repeat millions of times.
 SCHEMA: dict[str, dict[str, str]] = {
@@ -220,6 +220,23 @@ def build(tables: dict[str, pd.DataFrame], meta: dict[str, Any], where: str) -> 
     return Trace(out, {**meta, "attribution": totals})
 
 
+def _nest_threads(ranges: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Parent (range id) and depth of each range, and each thread's first range and timeline
+    keyed by (pid, tid), for ranges sorted by (pid, tid, start)."""
+    n = len(ranges)
+    parent = np.full(n, -1, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int64)
+    pid, tid = ranges["pid"].to_numpy(), ranges["tid"].to_numpy()
+    start, end = ranges["start"].to_numpy(), ranges["end"].to_numpy()
+    timelines = {}
+    for lo, hi in thread_blocks(pid, tid):
+        p, d, timeline = nest(start[lo:hi], end[lo:hi])
+        parent[lo:hi] = np.where(p >= 0, p + lo, -1)
+        depth[lo:hi] = d
+        timelines[(int(pid[lo]), int(tid[lo]))] = (int(lo), timeline)
+    return parent, depth, timelines
+
+
 def _tree(ranges: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     """Sort ranges by (pid, tid, start) and derive id, parent, depth and path per thread;
     also each thread's first range and timeline, keyed by (pid, tid)."""
@@ -228,19 +245,7 @@ def _tree(ranges: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     ranges = ranges.sort_values(["pid", "tid", "start", "end"], ascending=[True, True, True, False], kind="stable")
     ranges = ranges.reset_index(drop=True)
     n = len(ranges)
-    parent = np.full(n, -1, dtype=np.int64)
-    depth = np.zeros(n, dtype=np.int64)
-    pid = ranges["pid"].to_numpy()
-    tid = ranges["tid"].to_numpy()
-    start = ranges["start"].to_numpy()
-    end = ranges["end"].to_numpy()
-    bounds = np.flatnonzero((np.diff(pid) != 0) | (np.diff(tid) != 0)) + 1
-    timelines = {}
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, n]):
-        p, d, timeline = nest(start[lo:hi], end[lo:hi])
-        parent[lo:hi] = np.where(p >= 0, p + lo, -1)
-        depth[lo:hi] = d
-        timelines[(int(pid[lo]), int(tid[lo]))] = (int(lo), timeline)
+    parent, depth, timelines = _nest_threads(ranges)
     ranges["id"] = np.arange(n, dtype=np.int64)
     ranges["parent"] = parent
     ranges["depth"] = depth
@@ -422,11 +427,7 @@ def innermost_ranges(kernels: pd.DataFrame, ranges: pd.DataFrame, timelines: dic
     kp, kt = kernels["pid"].to_numpy(), kernels["launch_tid"].to_numpy()
     ks = kernels["launch_start"].to_numpy()
     if timelines is None:
-        rp, rt = ranges["pid"].to_numpy(), ranges["tid"].to_numpy()
-        rs, re_ = ranges["start"].to_numpy(), ranges["end"].to_numpy()
-        bounds = np.flatnonzero((np.diff(rp) != 0) | (np.diff(rt) != 0)) + 1
-        timelines = {(int(rp[lo]), int(rt[lo])): (int(lo), nest(rs[lo:hi], re_[lo:hi])[2])
-                     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(ranges)])}
+        timelines = _nest_threads(ranges)[2]
     launched = np.flatnonzero(kt >= 0)
     if not len(launched):
         return out

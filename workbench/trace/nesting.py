@@ -32,6 +32,12 @@ class Timeline:
         return out
 
 
+def thread_blocks(pid: np.ndarray, tid: np.ndarray):
+    """(lo, hi) of each run of equal (pid, tid) in rows sorted by thread."""
+    bounds = np.flatnonzero((np.diff(pid) != 0) | (np.diff(tid) != 0)) + 1
+    return zip(np.r_[0, bounds].tolist(), np.r_[bounds, len(pid)].tolist())
+
+
 def _events(start: np.ndarray, end: np.ndarray, live: np.ndarray):
     """Boundary events of the ranges in ``live`` (non-empty ranges), in processing order."""
     ids = np.flatnonzero(live)

@@ -193,7 +193,16 @@ def load(path: str | os.PathLike) -> Trace:
         raise WorkbenchError(man, "manifest is not a JSON object")
     if not isinstance(meta.get("source", {}), dict):
         raise WorkbenchError(man, "manifest field 'source' is not an object")
-    return Trace(StoredTables(path), meta, name=meta.get("name", path.name), path=str(path))
+    tables = StoredTables(path)
+    if not _attribution_ok(meta.get("attribution")):  # stored in format 1, or edited
+        meta["attribution"] = tables.attribution()[1]
+    return Trace(tables, meta, name=meta.get("name", path.name), path=str(path))
+
+
+def _attribution_ok(totals) -> bool:
+    from .model import STATUSES
+
+    return isinstance(totals, dict) and all(isinstance(totals.get(s), dict) for s in STATUSES)
 
 
 # Columns a format-1 trace (stored before the importer attributed kernels to ranges) lacks;
@@ -226,6 +235,7 @@ class StoredTables(MutableMapping):
                 raise WorkbenchError(f, f"table lacks column(s) {', '.join(missing)}")
             self._files[t] = (f, pf, have)
         self._tree_checked = False
+        self._attribution = None
 
     def rows(self, table: str) -> int:
         return self._files[table][1].metadata.num_rows
@@ -266,14 +276,22 @@ class StoredTables(MutableMapping):
     def _derive(self, table: str, col: str):
         import pandas as pd
 
-        from .model import attribute, innermost_ranges
+        from .model import innermost_ranges
 
         if table == "kernels":
             k = self.columns("kernels", ["pid", "launch_tid", "launch_start"])
             r = self.columns("ranges", ["pid", "tid", "start", "end"])
             return pd.Series(innermost_ranges(k, r), name=col)
-        k = self.columns("kernels", ["start", "end", "graph", "launch_tid", "range_id"])
-        return pd.Series(attribute(k, self.rows("ranges"))[0][col], name=col)
+        return pd.Series(self.attribution()[0][col], name=col)
+
+    def attribution(self):
+        """``model.attribute`` of the stored kernels (what format 1 did not store), once."""
+        if self._attribution is None:
+            from .model import attribute
+
+            k = self.columns("kernels", ["start", "end", "graph", "launch_tid", "range_id"])
+            self._attribution = attribute(k, self.rows("ranges"))
+        return self._attribution
 
     def _check_tree(self) -> None:
         if not self._tree_checked:
@@ -299,7 +317,8 @@ class StoredTables(MutableMapping):
         return self._loaded[table]
 
     def __setitem__(self, table: str, df) -> None:
-        self._files.setdefault(table, (None, None, set()))
+        if table not in self._files:
+            raise KeyError(table)
         self._loaded[table] = df
 
     def __delitem__(self, table: str) -> None:
