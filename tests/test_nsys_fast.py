@@ -1,7 +1,8 @@
-"""The nsys importer's ADBC fast path gives exactly what its sqlite3 path gives.
+"""The nsys importer's fast path (event tables read from the file's pages by the C
+accelerator) gives exactly what its sqlite3 path gives.
 
-Each file is imported twice: as usual (event tables through ADBC) and with the ADBC prefetch
-switched off (every table through sqlite3, the importer's reference). Tables, categories and
+Each file is imported twice: as usual and with the prefetch switched off (every table through
+sqlite3, the importer's reference). Tables, categories and
 meta must be identical, or both must fail with the same message; where the fast path must
 give up (a type it cannot vouch for), the table must really have gone through sqlite3.
 """
@@ -29,9 +30,9 @@ EVENT_TABLES = (nsys.KERNEL, nsys.RUNTIME, nsys.NVTX)
 
 
 def _import(path: Path, monkeypatch, fast: bool):
-    """(the Trace or the error text, the tables the ADBC path delivered)."""
+    """(the Trace or the error text, the tables the fast path delivered)."""
     delivered = []
-    take = nsys._Arrow.take
+    take = nsys._Pages.take
 
     def spy(self, table):
         got = take(self, table)
@@ -40,7 +41,7 @@ def _import(path: Path, monkeypatch, fast: bool):
         return got
 
     with monkeypatch.context() as m:
-        m.setattr(nsys._Arrow, "take", spy)
+        m.setattr(nsys._Pages, "take", spy)
         if not fast:
             m.setattr(nsys._Db, "prefetch", lambda self, db_path: None)
         try:
@@ -65,7 +66,7 @@ def _assert_same(a, b):
 
 
 def _assert_writable(trace):
-    """Arrow's buffers are read-only: none may end up in the trace, whose users edit it."""
+    """Every column of the trace is writable: its users edit it."""
     for df in trace.tables.values():
         for j in range(df.shape[1]):
             if len(df):
@@ -129,8 +130,8 @@ def test_nulls_beside_huge_integers(tmp_path, monkeypatch):
 
 
 LAST = "(select max(rowid) from {t})"
+LONG = "'" + "kv_write/" * 2000 + "'"  # spills onto overflow pages
 FALLBACKS = {
-    # a REAL after the rows the driver inferred int64 from (batches of 4 rows here)
     "late-real": (nsys.KERNEL, "update {t} set start = 1.5 where rowid = " + LAST),
     "late-huge-real": (nsys.RUNTIME, "update {t} set end = 1e300 where rowid = " + LAST),
     "late-text": (nsys.KERNEL, "update {t} set gridX = 'abc' where rowid = " + LAST),
@@ -138,20 +139,61 @@ FALLBACKS = {
     "first-blob": (nsys.KERNEL, "update {t} set streamId = x'ff00' where rowid = 1"),
     "text-column-integer": (nsys.NVTX, "update {t} set text = 42 where rowid = " + LAST),
     "text-column-blob": (nsys.NVTX, "update {t} set text = x'6b76' where rowid = 2"),
-    "text-column-bad-utf8": (nsys.NVTX, "update {t} set text = cast(x'6b76fffe' as text) where rowid = 1"),
-    "late-null-then-text": (nsys.NVTX, "update {t} set text = NULL; update {t} set text = 'x' where rowid = " + LAST),
     "indexed": (nsys.KERNEL, "create index i on {t}(start)"),
     "view": (nsys.KERNEL, "alter table {t} rename to k0; create view {t} as select * from k0"),
+    # rows written before the column was added hold no value: they read as its default
+    "added-column-default": (nsys.KERNEL, "alter table {t} rename column graphNodeId to g0; "
+                                          "alter table {t} add column graphNodeId default 7"),
+    "without-rowid": (nsys.RUNTIME, "create table r0 (start, end, globalTid, correlationId, nameId, "
+                                    "primary key (start, correlationId)) without rowid; "
+                                    "insert into r0 select start, end, globalTid, correlationId, nameId from {t}; "
+                                    "drop table {t}; alter table r0 rename to {t}"),
 }
+DELIVERED = {
+    "text-column-bad-utf8": (nsys.NVTX, "update {t} set text = cast(x'6b76fffe' as text) where rowid = 1"),
+    "late-null-then-text": (nsys.NVTX, "update {t} set text = NULL; update {t} set text = 'x' where rowid = " + LAST),
+    "overflow-pages": (nsys.NVTX, "update {t} set text = " + LONG + " || rowid where eventType = 59"),
+    "added-column-null": (nsys.KERNEL, "alter table {t} rename column graphNodeId to g0; "
+                                       "alter table {t} add column graphNodeId"),
+    "rowid-alias": (nsys.RUNTIME, "create table r0 (correlationId integer primary key, start, end, globalTid, nameId); "
+                                  "insert into r0 select correlationId, start, end, globalTid, nameId from {t}; "
+                                  "drop table {t}; alter table r0 rename to {t}"),
+    "vacuumed-64k-pages": (nsys.KERNEL, "pragma page_size = 65536; vacuum"),
+}
+
+
+def _edited(tmp_path, case: tuple[str, str]) -> Path:
+    table, sql = case
+    return _loose_file(tmp_path / "t.sqlite", lambda con: con.executescript(sql.format(t=table)))
 
 
 @pytest.mark.parametrize("case", sorted(FALLBACKS))
 def test_fallback_identical(tmp_path, monkeypatch, case):
-    table, sql = FALLBACKS[case]
-    path = _loose_file(tmp_path / "t.sqlite", lambda con: con.executescript(sql.format(t=table)))
-    monkeypatch.setattr(nsys._Arrow, "_BATCH_ROWS_MAX", 4)
-    _, delivered = _compare(path, monkeypatch)
-    assert table not in delivered
+    _, delivered = _compare(_edited(tmp_path, FALLBACKS[case]), monkeypatch)
+    assert FALLBACKS[case][0] not in delivered
+
+
+@pytest.mark.parametrize("case", sorted(DELIVERED))
+def test_fast_path_identical(tmp_path, monkeypatch, case):
+    trace, delivered = _compare(_edited(tmp_path, DELIVERED[case]), monkeypatch)
+    assert not isinstance(trace, str), trace
+    assert set(EVENT_TABLES) <= set(delivered)
+
+
+def test_pending_wal_read_by_sqlite(tmp_path, monkeypatch):
+    """Changes still in a WAL file are not in the pages the accelerator reads."""
+    path = _loose_file(tmp_path / "t.sqlite")
+    con = sqlite3.connect(path)
+    con.execute("pragma journal_mode = wal")
+    con.execute("pragma wal_autocheckpoint = 0")
+    con.execute(f"update {nsys.KERNEL} set start = start + 1")
+    con.commit()
+    try:
+        assert (tmp_path / "t.sqlite-wal").stat().st_size > 0
+        trace, delivered = _compare(path, monkeypatch)
+        assert delivered == [] and not isinstance(trace, str)
+    finally:
+        con.close()
 
 
 def test_damaged_file_identical(tmp_path, monkeypatch):

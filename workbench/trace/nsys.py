@@ -6,9 +6,9 @@ CUPTI_ACTIVITY_KIND_KERNEL, CUPTI_ACTIVITY_KIND_RUNTIME (runtime *and* driver ca
 Triton's cuLaunchKernelEx), NVTX_EVENTS, CUPTI_ACTIVITY_KIND_MEMCPY/MEMSET, StringIds, and the
 TARGET_INFO_* / META_DATA_* tables for the environment.
 
-The event tables are read by the ADBC SQLite driver straight into Arrow, two at a time on
-worker threads; any table that path cannot vouch for is read row by row through ``sqlite3``,
-which also words every error about bad input.
+The event tables are read straight from the file's pages by a C accelerator, two at a time
+on worker threads; any table that path cannot vouch for is read row by row through
+``sqlite3``, which also words every error about bad input.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ _STARTEND = (60, 71)
 _DOMAIN_CREATE = 75
 
 # Rows read of each table, and the columns holding TEXT (every other column read holds integers).
-WHERE = {NVTX: f"where eventType in ({', '.join(map(str, _PUSHPOP + _STARTEND + (_DOMAIN_CREATE,)))})"}
+WHERE_TYPES = {NVTX: _PUSHPOP + _STARTEND + (_DOMAIN_CREATE,)}
+WHERE = {t: f"where eventType in ({', '.join(map(str, types))})" for t, types in WHERE_TYPES.items()}
 TEXT = {NVTX: ("text",)}
 
 
@@ -107,7 +108,7 @@ def _frame(names: list[str], cols: list[np.ndarray]) -> pd.DataFrame:
 class _Db:
     def __init__(self, con: sqlite3.Connection, where: Path):
         self.con, self.where = con, where
-        self._arrow: _Arrow | None = None
+        self._pages: _Pages | None = None
         try:
             self.tables = {r[0] for r in con.execute("select name from sqlite_master where type in ('table','view')")}
         except sqlite3.DatabaseError as e:
@@ -126,36 +127,44 @@ class _Db:
         return [c for c in spec["required"] + spec["optional"] if c in have]
 
     def prefetch(self, db_path: Path) -> None:
-        """Start reading the event tables through ADBC. Only plain tables qualify: with no
-        index (nsys creates none) a table can only be scanned in rowid order, so this SQLite
-        and the driver's own build return the rows in the same order. Problems found here
-        are left for :meth:`read` to report, in its order."""
-        if KERNEL not in self.tables:
+        """Start reading the event tables from the file's pages. Only plain tables qualify:
+        with no index (nsys creates none) a table can only be scanned in rowid order, which is
+        the order of its pages. Problems found here are left for :meth:`read` to report, in
+        its order."""
+        if KERNEL not in self.tables or any(
+            os.path.exists(f"{db_path}{suffix}") and os.path.getsize(f"{db_path}{suffix}") for suffix in ("-journal", "-wal")
+        ):
             return
         try:
-            schema = self.con.execute("select type, name, tbl_name, sql from sqlite_master").fetchall()
+            schema = self.con.execute("select type, name, tbl_name, rootpage, sql from sqlite_master").fetchall()
+            indexed = {str(tbl).lower() for kind, _, tbl, _, _ in schema if kind == "index"}
+            jobs = {}
+            for kind, name, _, root, sql in schema:
+                if (name in COLUMNS and kind == "table" and str(name).lower() not in indexed
+                        and str(sql).upper().startswith("CREATE TABLE") and isinstance(root, int)):
+                    try:
+                        job = _Pages.job(self.con, name, str(sql), root, self.wanted(name))
+                    except TraceFormatError:
+                        continue
+                    if job is not None:
+                        jobs[name] = job
         except (sqlite3.Error, UnicodeDecodeError):
             return
-        indexed = {str(tbl).lower() for kind, _, tbl, _ in schema if kind == "index"}
-        plain = {name for kind, name, _, sql in schema
-                 if kind == "table" and str(name).lower() not in indexed and str(sql).upper().startswith("CREATE TABLE")}
-        jobs = {}
-        for table in COLUMNS:
-            if table in plain:
-                try:
-                    jobs[table] = self.wanted(table)
-                except (TraceFormatError, sqlite3.Error, UnicodeDecodeError):
-                    pass
         if jobs:
-            self._arrow = _Arrow(db_path, jobs)
+            self._pages = _Pages(db_path, jobs)
 
     def close(self) -> None:
-        if self._arrow is not None:
-            self._arrow.close()
+        if self._pages is not None:
+            self._pages.close()
 
     def read(self, table: str) -> pd.DataFrame:
         cols = self.wanted(table)
-        got = self._arrow.take(table) if self._arrow is not None else None
+        got = self._pages.take(table) if self._pages is not None else None
+        if got is not None and table in WHERE_TYPES:
+            etype = got[cols.index("eventType")]
+            keep = np.isin(etype, WHERE_TYPES[table]) if etype.dtype == np.int64 else np.array(
+                [v in WHERE_TYPES[table] for v in etype], dtype=bool)
+            got = [c[keep] for c in got]
         return _frame(cols, self._select(table, cols) if got is None else got)
 
     def _select(self, table: str, cols: list[str]) -> list[np.ndarray]:
@@ -207,31 +216,25 @@ class _Db:
             raise TraceFormatError(self.where, f"cannot read StringIds ({e})") from None
 
 
-class _Arrow:
-    """Tables read whole into Arrow by the ADBC SQLite driver (~6x faster than sqlite3's rows
-    turned into numpy), two at a time: the driver steps SQLite without holding the GIL, so
-    the kernel and API tables are read at once. (Splitting one table into rowid ranges read
-    in parallel did not pay on two cores.)
+class _Pages:
+    """Event tables read straight from the file's pages by the ``_sqlite_pages`` accelerator
+    (tens of milliseconds per million rows, where SQLite's own row stepping costs about a
+    second), two at a time: it decodes without holding the GIL.
 
-    A fast path only: :meth:`take` gives None, and the table is read through sqlite3 (with
-    its results and its error messages), on any driver error (damaged file, a value of
-    another type after the rows the driver inferred a column's type from) and wherever
-    Arrow's types leave doubt about what sqlite3 would give: a column not int64 (REAL, BLOB,
-    TEXT where integers belong), a text column holding a non-text value anywhere (the driver
-    would turn it into its text) or invalid UTF-8 (sqlite3 decodes it with U+FFFD)."""
+    A fast path only: :meth:`take` gives None, and the table is read through sqlite3 (with its
+    results and its error messages), whenever the accelerator declines (a damaged page, a
+    value of a type the column should not hold) and for tables whose records it cannot map
+    to columns up front: a WITHOUT ROWID table, hidden or generated columns, a column with a
+    default (rows written before an ALTER TABLE hold none), or changes still in a journal or
+    WAL file. Text is decoded as the sqlite3 connection decodes it (invalid UTF-8 replaced)."""
 
-    # One batch per table, so a column reaches numpy without a copy (at 10M kernels 1M-row
-    # batches cost a combining copy: +0.35 GB peak, ~4 s). The driver reserves memory for a
-    # whole batch up front, so the batch is sized to the table, never beyond this.
-    _BATCH_ROWS_MAX = 1 << 26
-
-    def __init__(self, db_path: Path, jobs: dict[str, list[str]]):
-        self._uri = _uri(db_path)
+    def __init__(self, db_path: Path, jobs: dict[str, tuple[int, list[int], list[bool], int]]):
+        self._path = os.fsencode(db_path)
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="workbench-nsys")
         self._jobs = {}
         try:
-            for table, cols in jobs.items():
-                self._jobs[table] = self._pool.submit(self._read, table, cols)
+            for table, job in jobs.items():
+                self._jobs[table] = self._pool.submit(self._read, *job)
         except RuntimeError:  # no thread to be had (a process limit): sqlite3 reads the rest
             pass
 
@@ -242,60 +245,43 @@ class _Arrow:
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def _read(self, table: str, cols: list[str]) -> list[np.ndarray] | None:
-        try:
-            import adbc_driver_sqlite.dbapi as adbc
+    def _read(self, root: int, index: list[int], text: list[bool], rowid: int) -> list[np.ndarray] | None:
+        from ._sqlite_pages import read_table
 
-            with adbc.connect(self._uri) as con, con.cursor() as cur:
-                for col in TEXT.get(table, ()):
-                    if col in cols:
-                        cur.execute(f'select 1 from "{table}" where typeof("{col}") not in (\'text\', \'null\') limit 1')
-                        if cur.fetchone() is not None:
-                            return None
-                cur.execute(f'select count(*) from "{table}"')
-                rows = min(max(int(cur.fetchone()[0]), 1), self._BATCH_ROWS_MAX)
-                cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(rows)})
-                cur.execute(_select_sql(table, cols))
-                tabs = [cur.fetch_arrow_table()]
-            return _from_arrow(tabs, [c in TEXT.get(table, ()) for c in cols])
-        except Exception:  # noqa: BLE001 - whatever went wrong, sqlite3 reads it and words the error
+        order = sorted(range(len(index)), key=index.__getitem__)
+        got = read_table(self._path, root, [index[i] for i in order], [text[i] for i in order], rowid)
+        if got is None:
             return None
-
-
-def _from_arrow(tabs: list, text: list[bool]) -> list[np.ndarray] | None:
-    """The same columns :meth:`_Db._select` makes of the same rows (int64; object arrays of
-    str and None, or of int and None for integers with NULLs), or None.
-
-    ``tabs`` holds the only reference to the table, which is taken apart column by column:
-    each column becomes an owned, writable numpy array and its Arrow buffer is freed at once,
-    so a table never exists twice in memory (the caller's frames then need no copy)."""
-    import pyarrow as pa
-
-    tab = tabs.pop()
-    if tab.num_rows == 0:
-        return []
-    out = []
-    for is_text in text:
-        col = tab.column(0).combine_chunks()
-        tab = tab.remove_column(0)
-        if is_text and pa.types.is_string(col.type):
-            col.validate(full=True)  # invalid UTF-8 raises: sqlite3 decodes it with U+FFFD
-            out.append(col.to_numpy(zero_copy_only=False))
-        elif is_text and col.null_count == len(col):  # the driver types an all-NULL column int64
-            out.append(np.full(len(col), None, dtype=object))
-        elif not is_text and col.type == pa.int64():
-            if col.null_count:
-                # Not float64 with NaN: rows without NULLs, once filtered out of such a column
-                # (NVTX ends without domain rows), must still give exact int64.
-                ints = col.fill_null(0).to_numpy().astype(object)
-                ints[col.is_null().to_numpy(zero_copy_only=False)] = None
-                out.append(ints)
+        values, nulls = got
+        out: list[np.ndarray] = [np.empty(0)] * len(index)
+        for i, v, null in zip(order, values, nulls):
+            if text[i]:
+                out[i] = np.array(v, dtype=object)
+            elif null is None:
+                out[i] = np.frombuffer(v, np.int64)
             else:
-                out.append(col.to_numpy().copy())
-        else:
+                # sqlite3's values: ints and None (an object array), so rows without NULLs,
+                # once others are filtered out, still give exact int64.
+                ints = np.frombuffer(v, np.int64).astype(object)
+                ints[np.frombuffer(null, np.bool_)] = None
+                out[i] = ints
+        return out
+
+    @staticmethod
+    def job(con: sqlite3.Connection, table: str, sql: str, root: int, cols: list[str]):
+        """What :meth:`_read` needs to read ``cols`` of ``table``, or None where sqlite3 must."""
+        if "WITHOUT ROWID" in " ".join(sql.upper().split()):
             return None
-        del col
-    return out
+        info = con.execute(f'pragma table_xinfo("{table}")').fetchall()  # cid, name, type, notnull, dflt, pk, hidden
+        if any(r[6] for r in info):
+            return None
+        pos = {r[1]: i for i, r in enumerate(info)}
+        if any(info[pos[c]][4] is not None for c in cols):
+            return None
+        pk = [r for r in info if r[5]]
+        # An INTEGER PRIMARY KEY is the rowid: its record holds NULL.
+        rowid = pos[pk[0][1]] if len(pk) == 1 and str(pk[0][2]).upper() == "INTEGER" else -1
+        return int(root), [pos[c] for c in cols], [c in TEXT.get(table, ()) for c in cols], rowid
 
 
 def _is_text(col) -> bool:
