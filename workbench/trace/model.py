@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceFormatError, WorkbenchError
-from .names import category_values
 from .nesting import nest, thread_blocks
 
 # Column -> dtype of each table. Strings are categoricals: names repeat millions of times.
@@ -95,7 +94,7 @@ def _typed(table: str, df: pd.DataFrame, where: str, only: list[str] | None = No
         else:
             default = _DEFAULTS[dtype]
             if dtype == "category":
-                cols[col] = pd.Categorical([default] * n) if n else pd.Categorical([])
+                cols[col] = pd.Categorical.from_codes(np.zeros(n, np.int8), categories=pd.Index([default])) if n else pd.Categorical([])
             elif dtype == "string":
                 cols[col] = pd.array([default] * n, dtype="string")
             else:
@@ -249,7 +248,7 @@ def _tree(ranges: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     ranges["id"] = np.arange(n, dtype=np.int64)
     ranges["parent"] = parent
     ranges["depth"] = depth
-    ranges["path"] = pd.array(_paths(category_values(ranges["name"]), parent, depth), dtype="string")
+    ranges["path"] = _paths(ranges["name"], parent, depth)
     return ranges, timelines
 
 
@@ -267,19 +266,30 @@ def _clip(paths: np.ndarray) -> np.ndarray:
     return paths
 
 
-def _paths(names: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
-    names = _clip(names)
-    paths = names.copy()
+def _paths(names: pd.Series, parent: np.ndarray, depth: np.ndarray):
+    """Each range's path, level by level (a level only reads the finished level above it),
+    joined by Arrow: no Python string per range until a path needs clipping."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cats = _clip(np.asarray(names.cat.categories.astype(str), dtype=object))
+    codes = names.cat.codes.to_numpy()
+    own = pc.take(pa.array(np.append(cats, ""), pa.large_string()), np.where(codes >= 0, codes, len(cats)))
     order = np.argsort(depth, kind="stable")
-    d_sorted = depth[order]
-    cuts = np.flatnonzero(np.diff(d_sorted)) + 1
+    cuts = np.flatnonzero(np.diff(depth[order])) + 1
+    at = np.empty(len(depth), dtype=np.int64)  # each range's place in its level
+    levels = []
     for level in np.split(order, cuts):
-        if depth[level[0]] == 0:
-            continue
-        # Each level only reads the finished level above it.
-        pp = paths[parent[level]]
-        paths[level] = _clip(pp + "/" + names[level])
-    return paths
+        at[level] = np.arange(len(level))
+        mine = pc.take(own, level)
+        if depth[level[0]] > 0:
+            mine = pc.binary_join_element_wise(pc.take(levels[-1], at[parent[level]]), mine, pa.scalar("/", pa.large_string()))
+            if pc.max(pc.utf8_length(mine)).as_py() > PATH_MAX:
+                mine = pa.array(_clip(np.asarray(mine.to_pylist(), dtype=object)), pa.large_string())
+        levels.append(mine)
+    inverse = np.empty(len(depth), dtype=np.int64)
+    inverse[order] = np.arange(len(depth))
+    return pd.array(pc.take(pa.chunked_array(levels, pa.large_string()), inverse), dtype="string")
 
 
 def _match_first(t_pid: np.ndarray | None, t_corr: np.ndarray, q_pid: np.ndarray | None, q_corr: np.ndarray) -> np.ndarray:
@@ -296,10 +306,18 @@ def _match_first(t_pid: np.ndarray | None, t_corr: np.ndarray, q_pid: np.ndarray
         # (its memory is bounded by one int64 per row).
         table = np.empty(span, dtype=np.int64)
         for p in pids:
-            rows = np.arange(len(t_corr)) if p is None else np.flatnonzero(t_pid == p)
-            queries = np.arange(len(q_corr)) if p is None else np.flatnonzero(q_pid == p)
+            if p is None or (t_pid[0] == p and t_pid.min() == t_pid.max()):
+                rows = np.arange(len(t_corr))
+            else:
+                rows = np.flatnonzero(t_pid == p)
+            queries = np.arange(len(q_corr)) if len(pids) == 1 else np.flatnonzero(q_pid == p)
+            at = t_corr[rows] - lo
             table.fill(len(t_corr))
-            np.minimum.at(table, t_corr[rows] - lo, rows)
+            table[at] = rows
+            # Which row a repeated id keeps is not defined: where one did not keep its
+            # first row, take the first the slower way.
+            if not (table[at] <= rows).all():
+                np.minimum.at(table, at, rows)
             hit = table[q_corr[queries] - lo]
             out[queries] = np.where(hit < len(t_corr), hit, -1)
         return out

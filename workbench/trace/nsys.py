@@ -380,7 +380,7 @@ def _kernels(db: _Db, strings, where) -> pd.DataFrame:
         raise TraceFormatError(where, f"table {KERNEL} lacks kernel name columns (shortName/demangledName)")
     name_ids = _ints(k, "demangledName" if "demangledName" in k else "shortName", where, KERNEL)
     short_ids = _ints(k, "shortName" if "shortName" in k else "demangledName", where, KERNEL)
-    out = pd.DataFrame({
+    cols = {
         "name": categorical_take(*_lookup(name_ids, strings, where, f"{KERNEL}.demangledName")),
         "short_name": categorical_take(*_lookup(short_ids, strings, where, f"{KERNEL}.shortName")),
         "kind": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=["kernel"]),
@@ -390,13 +390,14 @@ def _kernels(db: _Db, strings, where) -> pd.DataFrame:
         "stream": _ints(k, "streamId", where, KERNEL),
         "pid": _pid(_ints(k, "globalPid", where, KERNEL)),
         "correlation": _ints(k, "correlationId", where, KERNEL),
-    }, copy=False)
+    }
     for src, dst in (("gridX", "grid_x"), ("gridY", "grid_y"), ("gridZ", "grid_z"),
                      ("blockX", "block_x"), ("blockY", "block_y"), ("blockZ", "block_z")):
-        out[dst] = _ints(k, src, where, KERNEL, default=-1)
-    out["graph"] = k["graphNodeId"].notna().to_numpy() if "graphNodeId" in k else np.zeros(n, bool)
-    out["launch_tid"] = -1
-    return out
+        cols[dst] = _ints(k, src, where, KERNEL, default=-1)
+    cols["graph"] = k["graphNodeId"].notna().to_numpy() if "graphNodeId" in k else np.zeros(n, bool)
+    cols["launch_tid"] = np.full(n, -1, dtype=np.int64)
+    # One frame of the columns as they are: setting columns one by one would copy each.
+    return pd.DataFrame(cols, copy=False)
 
 
 def _api(db: _Db, strings, where) -> pd.DataFrame:
