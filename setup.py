@@ -11,5 +11,6 @@ _FLAGS = ["-O2", "-std=c11"]
 setup(
     ext_modules=[
         Extension("workbench.trace._sqlite_pages", ["workbench/trace/_sqlite_pages.c"], extra_compile_args=_FLAGS),
+        Extension("workbench.trace._kineto_scan", ["workbench/trace/_kineto_scan.c"], extra_compile_args=_FLAGS),
     ],
 )

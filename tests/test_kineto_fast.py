@@ -1,8 +1,10 @@
 """The Kineto importer's fast paths give exactly the tables of its plain paths.
 
-- typed msgspec decoding vs orjson (forced for every piece) on real traces;
-- ranges read by worker processes vs one pass, on a real trace and on a trace whose B/E
-  ranges open in one range and close in another;
+- the C scanner vs typed msgspec decoding vs orjson (each forced for every piece) on real
+  traces, and the scanner vs the others on tricky but valid input;
+- what the scanner declines gets the other paths' tables or problem;
+- ranges read by threads vs one pass, on a real trace and on a trace whose B/E ranges open
+  in one range and close in another;
 - the problem reported for a piece does not depend on how its rows are built.
 """
 
@@ -10,7 +12,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -39,7 +43,7 @@ def assert_same(a, b):
 
 
 def typed_flags(monkeypatch) -> list[bool]:
-    """Records, for each piece, whether it was decoded into typed structs."""
+    """Records, for each piece the scanner left, whether it was decoded into typed structs."""
     seen = []
     part = kineto._part
 
@@ -51,11 +55,33 @@ def typed_flags(monkeypatch) -> list[bool]:
     return seen
 
 
+def scanned_flags(monkeypatch) -> list[bool]:
+    """Records, for each piece, whether the C scanner read it."""
+    seen = []
+    scan = kineto._scan
+
+    def spy(data):
+        out = scan(data)
+        seen.append(out is not None)
+        return out
+
+    monkeypatch.setattr(kineto, "_scan", spy)
+    return seen
+
+
+def no_scanner(monkeypatch):
+    monkeypatch.setattr(kineto, "_scanner", lambda: None)
+
+
 @pytest.mark.parametrize("where,name", REAL)
-def test_typed_and_orjson_pieces_give_the_same_tables(request, monkeypatch, where, name):
+def test_scanned_typed_and_orjson_pieces_give_the_same_tables(request, monkeypatch, where, name):
     path = request.getfixturevalue(where)(name)
+    scanned = scanned_flags(monkeypatch)
     flags = typed_flags(monkeypatch)
     fast = kineto.read_kineto(path)
+    assert scanned and all(scanned) and not flags, "the scanner declined a piece of a real trace"
+    no_scanner(monkeypatch)
+    typed = kineto.read_kineto(path)
     assert flags and all(flags), "the typed decoder refused a piece of a real trace"
     flags.clear()
     # bad UTF-8 is the one thing the typed path checks before decoding: claiming it everywhere
@@ -63,6 +89,7 @@ def test_typed_and_orjson_pieces_give_the_same_tables(request, monkeypatch, wher
     monkeypatch.setattr(kineto, "_utf8", lambda data: False)
     plain = kineto.read_kineto(path)
     assert flags and not any(flags)
+    assert_same(fast, typed)
     assert_same(fast, plain)
 
 
@@ -77,7 +104,7 @@ def one_pass(path, chunk, monkeypatch):
     return kineto.read_kineto(path, workers=1)
 
 
-def test_ranges_in_workers_give_the_one_pass_tables(external, tmp_path, monkeypatch):
+def test_ranges_in_threads_give_the_one_pass_tables(external, tmp_path, monkeypatch):
     path = unzip(external("hta-trace-diff-control.json.gz"), tmp_path)
     chunk = 1 << 20
     stops = kineto._range_stops(path, chunk, 3)
@@ -108,7 +135,7 @@ def begin_end_doc(n: int = 6000) -> dict:
     return {"schemaVersion": 1, "traceEvents": ev, "traceName": "after the events"}
 
 
-def test_begin_end_ranges_across_workers(tmp_path, monkeypatch):
+def test_begin_end_ranges_across_threads(tmp_path, monkeypatch):
     path = tmp_path / "be.json"
     path.write_text(json.dumps(begin_end_doc(), indent=1))
     chunk = 256 << 10
@@ -120,9 +147,9 @@ def test_begin_end_ranges_across_workers(tmp_path, monkeypatch):
     assert len(trace.ranges) == 2 * 6000 + 1 and len(trace.kernels) == 6000
 
 
-def test_a_worker_meeting_bad_input_reports_what_one_pass_reports(tmp_path, monkeypatch):
+def test_a_thread_meeting_bad_input_reports_what_one_pass_reports(tmp_path, monkeypatch):
     doc = begin_end_doc()
-    doc["traceEvents"][-40]["ts"] = "soon"  # late in the file: in the worker's range
+    doc["traceEvents"][-40]["ts"] = "soon"  # late in the file: in the second thread's range
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(doc, indent=1))
     monkeypatch.setattr(kineto, "_CHUNK", 256 << 10)
@@ -156,3 +183,153 @@ def test_bad_utf8_in_a_field_never_read_is_still_bad_json(tmp_path):
     path.write_bytes(data)
     with pytest.raises(TraceFormatError, match="not valid JSON"):
         kineto.read_kineto(path)
+
+
+# ---------------------------------------------------------------- the C scanner on odd input
+
+# Events as (key, JSON text) pairs, written as given: the ways a writer may put valid JSON.
+TRICKY = [
+    [("ph", '"X"'), ("cat", '"kernel"'), ("name", r'"void k<\"a\\b\">\n\t\u00e9\/"'), ("pid", "0"), ("tid", "7"),
+     ("ts", "1.5e3"), ("dur", "2E-1"),
+     ("args", '{"nested": {"a": [1, {"b": null}], "c": "}],{"}, "grid": [2, 3], "block": [4, 5, 6, 7], '
+              '"device": 0, "stream": 7, "correlation": 1, "bytes": 12, "External id": 1e-5}')],
+    [("args", '{"correlation": 2, "device": 1, "stream": 9, "grid": [], "block": [1,1,1]}'), ("dur", "3"),
+     ("ts", "1600"), ("name", '"中文 \U0001F680 kernel"'), ("cat", '"kernel"'), ("ph", '"X"')],
+    [("ph", '"X"'), ("cat", '"kernel"'), ("name", '"k"'), ("ts", "1601.25"), ("dur", "1"), ("args", "null")],
+    [("ph", '"X"'), ("cat", '"cuda_runtime"'), ("name", '"cudaLaunchKernel"'), ("pid", "-5"),
+     ("tid", "9223372036854775807"), ("ts", "1499.999"), ("dur", "0.5e1"), ("args", '{"correlation": 1}')],
+    [("p\\u0068", '"X"'), ("cat", r'"cuda\u005fdriver"'), ("name", '"cuLaunchKernelEx"'), ("pid", "5"), ("tid", "6"),
+     ("ts", "1599.0"), ("dur", "1"), ("args", '{"correlation": 2}')],
+    [("ph", '"X"'), ("cat", '"cpu_op"'), ("name", '"aten::mm"'), ("tid", "null"), ("ts", "1400"), ("dur", "500")],
+    [("ph", '"X"'), ("cat", '"user_annotation"'), ("name", r'"step \"0\""'), ("pid", "5"), ("tid", "6"),
+     ("ts", "1000"), ("dur", "1000.000"), ("args", '"not an object, and not read for ranges"')],
+    [("ph", '"B"'), ("cat", '"user_annotation"'), ("name", r'"b\u00e9"'), ("pid", "5"), ("tid", "6"), ("ts", "1100")],
+    [("ph", '"E"'), ("cat", '"user_annotation"'), ("name", "7"), ("pid", "5"), ("tid", "6"), ("ts", "1.9e3")],
+    [("ph", '"X"'), ("cat", '"gpu_memcpy"'), ("name", '"Memcpy HtoD"'), ("pid", "0"), ("tid", "7"), ("ts", "1700"),
+     ("dur", "10"), ("args", '{"device": 0, "stream": 7, "correlation": 3, "bytes": 1048576}')],
+    [("ph", '"X"'), ("cat", '"gpu_memset"'), ("name", "null"), ("ts", "1710"), ("dur", "1"), ("args", "null")],
+    [("ph", '"X"'), ("cat", '"gpu_user_annotation"'), ("name", '"x"'), ("pid", "0"), ("tid", "7"), ("ts", "1"),
+     ("dur", "1")],
+    [("ph", '"M"'), ("name", '"process_name"'), ("pid", '"Spans"'), ("tid", '"x"'), ("ts", '"soon"'),
+     ("args", '{"name": "python3", "deep": [[[[{"x": [true, false, null, -0.0, 1e-5, 12345678901234567890123]}]]]]}')],
+    [("ph", '"i"'), ("cat", '{"an": "object"}'), ("s", '"g"'), ("name", "[1, 2]")],
+    [("ph", "1"), ("cat", '"kernel"'), ("name", "2")],
+    [("ph", '"X"'), ("cat", '"Kernel"'), ("dur", "true")],
+    [],
+]
+
+
+def tricky_events(copies: int) -> str:
+    ws = [" ", "\n", "\t", "\r\n  ", ""]
+    out = []
+    for i in range(copies):
+        for e in TRICKY:
+            sep = ws[i % len(ws)]
+            out.append("{" + ("," + sep).join(f'"{k}"{sep}:{sep}{v}' for k, v in e) + sep + "}")
+    return "[\n" + ",\n".join(out) + "\n]"
+
+
+def outcome(path, monkeypatch, scanner: bool):
+    """The trace or the problem reported, and whether the scanner read every piece."""
+    with monkeypatch.context() as m:
+        scanned = scanned_flags(m)
+        if not scanner:
+            no_scanner(m)
+        try:
+            result = kineto.read_kineto(path)
+        except TraceFormatError as e:
+            result = str(e)
+    return result, bool(scanned) and all(scanned)
+
+
+def assert_same_outcome(a, b):
+    assert type(a) is type(b), (a, b)
+    if isinstance(a, str):
+        assert a == b
+    else:
+        assert_same(a, b)
+
+
+@pytest.mark.parametrize("form", ["document", "array"])
+def test_scanner_reads_tricky_valid_input_as_the_other_paths(tmp_path, monkeypatch, form):
+    events = tricky_events(3000)  # a few MB: cut into many pieces with small reads
+    text = events if form == "array" else '{"schemaVersion": 1, "traceEvents":' + events + ', "after": [1]}'
+    path = tmp_path / "tricky.json"
+    path.write_text(text, encoding="utf-8")
+    monkeypatch.setattr(kineto, "_CHUNK", 64 << 10)
+    fast, all_scanned = outcome(path, monkeypatch, True)
+    assert all_scanned
+    plain, _ = outcome(path, monkeypatch, False)
+    assert_same_outcome(fast, plain)
+    k = fast.kernels
+    assert len(k) == 3 * 3000 and '"a\\b">\n\t\u00e9/' in k["name"].iloc[0]
+    assert list(k[["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]].iloc[0]) == [2, 3, 1, 4, 5, 6]
+    assert list(k[["grid_x", "block_x"]].iloc[2]) == [-1, -1]
+    assert fast.meta["source"]["gpu_user_annotations_skipped"] == 3000
+
+
+# One change to a valid kernel event each: what the scanner declines; the other paths then
+# give the tables (string and float ids, a surrogate pair, a repeated field) or the problem.
+KERNEL = '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.5, "dur": 2, "args": %s}'
+ARGS = '{"device": 0, "stream": 7, "correlation": 1, "grid": [1, 1, 1], "block": [32, 1, 1]}'
+DECLINED = {
+    "string ts": KERNEL.replace("10.5", '"soon"') % ARGS,
+    "missing name": KERNEL.replace('"name": "k", ', "") % ARGS,
+    "null dur": KERNEL.replace('"dur": 2', '"dur": null') % ARGS,
+    "bool ts": KERNEL.replace("10.5", "true") % ARGS,
+    "huge ts": KERNEL.replace("10.5", "5e15") % ARGS,
+    "long exponent": KERNEL.replace("10.5", "1e300") % ARGS,
+    "args not an object": KERNEL % '"x"',
+    "bool in grid": KERNEL % ARGS.replace("[1, 1, 1]", "[1, true, 1]"),
+    "float device": KERNEL % ARGS.replace('"device": 0', '"device": 1.5'),
+    "integral float device": KERNEL % ARGS.replace('"device": 0', '"device": 1.0'),
+    "string stream": KERNEL % ARGS.replace('"stream": 7', '"stream": "stream 7"'),
+    "correlation beyond int64": KERNEL % ARGS.replace('"correlation": 1', '"correlation": 18446744073709551616'),
+    "repeated ts": KERNEL.replace('"dur": 2', '"dur": 2, "ts": 11') % ARGS,
+    "surrogate pair": KERNEL.replace('"k"', r'"k\ud83d\ude80"') % ARGS,
+    "lone surrogate": KERNEL.replace('"k"', r'"k\ud800"') % ARGS,
+    "control character": KERNEL.replace('"k"', '"k\x01"') % ARGS,
+    "deep args": KERNEL % ARGS.replace('"grid"', '"deep": ' + "[" * 100 + "]" * 100 + ', "grid"'),
+    "trailing comma": KERNEL % ARGS.replace("}", ", }"),
+    "string pid of an API call": KERNEL.replace('"kernel"', '"cuda_runtime"').replace('"pid": 0', '"pid": "Spans"') % ARGS,
+    "B without pid": '{"ph": "B", "cat": "user_annotation", "name": "r", "tid": 1, "ts": 1}',
+    "B without name": '{"ph": "B", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": 1}',
+}
+
+
+@pytest.mark.parametrize("case", list(DECLINED))
+def test_what_the_scanner_declines_gets_the_other_paths_result(tmp_path, monkeypatch, case):
+    other = KERNEL.replace('"name": "k"', '"name": "other"') % ARGS
+    path = tmp_path / "declined.json"
+    path.write_text('{"traceEvents": [' + other + ",\n" + DECLINED[case] + "]}", encoding="utf-8")
+    from workbench.trace import _kineto_scan
+
+    assert _kineto_scan.scan(("[" + DECLINED[case] + "]").encode()) is None
+    fast, all_scanned = outcome(path, monkeypatch, True)
+    assert not all_scanned
+    plain, _ = outcome(path, monkeypatch, False)
+    assert_same_outcome(fast, plain)
+
+
+def test_bad_utf8_is_declined(tmp_path, monkeypatch):
+    from workbench.trace import _kineto_scan
+
+    good = (KERNEL % ARGS).encode()
+    for bad in (b"\xff", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe2\x82"):
+        assert _kineto_scan.scan(b"[" + good.replace(b'"k"', b'"k' + bad + b'"') + b"]") is None
+    assert _kineto_scan.scan(b"[" + good.replace(b'"k"', "\"k\u20ac\U0001F680\"".encode()) + b"]") is not None
+
+
+def test_scanned_times_are_python_floats_in_ns(monkeypatch):
+    """Numbers of every form give the value Python's float() gives them, then ``_ns``."""
+    rng = random.Random(7)
+    texts = []
+    for _ in range(4000):
+        x = rng.choice([rng.uniform(0, 1e13), rng.uniform(-1e6, 1e6), rng.expovariate(1e-9), rng.random()])
+        form = rng.choice(["%.3f", "%.17g", "%.6e", "%r", "%d", "%.25f", "%.0f", "%.12E"])
+        texts.append(form % (int(x) if form == "%d" else x))
+    texts += ["0", "-0", "-0.0", "1e15", "1e-22", "4503599627370497.5", "5080807972648.400000000001", "1E+2"]
+    body = ",".join(KERNEL.replace("10.5", t) % "null" for t in texts)
+    end, (rows, *_) = kineto._scan(memoryview(("[" + body + "]").encode()))
+    expected = kineto._ns(np.array([float(t) for t in texts]))
+    assert (rows["kernels"]["start"] == expected).all()

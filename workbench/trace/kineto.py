@@ -6,13 +6,14 @@ of events. A cut is only ever made at ``}`` ``,`` ``{`` between events; a cut th
 inside a string or a nested object makes that piece fail to parse, and the reader then
 simply takes more input before cutting again.
 
-A piece is first decoded by msgspec into typed structs that keep only the fields read here,
-several times faster than orjson building a dict per event. A piece that decoder refuses
-(a field of an unusual type, bad JSON, a cut in the wrong place) is parsed again by orjson,
-and both kinds of events go through the same column code, which does all value checks: the
-tables and the error messages do not depend on which parser read a piece.
+A piece is first read by a C scanner (``_kineto_scan.c``) straight into columns, without
+the GIL and without a Python object per event. It declines anything it does not vouch for (a
+field of an unusual type, bad JSON, a cut in the wrong place); such a piece is decoded by
+msgspec into typed structs that keep only the fields read here, or where that decoder refuses
+it too, by orjson, and both kinds of events go through the same column code, which does all
+value checks: the tables and the error messages do not depend on which parser read a piece.
 
-A large uncompressed file is read by several processes, each a range of pieces (see
+A large uncompressed file is read by several threads, each a range of pieces (see
 ``kineto_parallel``), with the same result.
 """
 
@@ -41,9 +42,9 @@ from .nesting import nest, thread_blocks
 _HEAD = 1 << 20  # the first read, which holds the header of most files
 _CHUNK = 8 << 20
 _SLICE = 2048  # events turned into rows at a time
-# The least a process's range is worth its start (an interpreter importing pandas, about a
-# second): below two of them, the file is read in one process.
-_RANGE_MIN = 256 << 20
+# The least a thread's range is worth its start (the header read again, a window before the
+# range, a piece cut short at its end): below two of them, the file is read in one pass.
+_RANGE_MIN = 64 << 20
 _WINDOW = 1 << 20  # bytes before a range's start searched for the cut the one-pass reader makes
 _KEY = b'"traceEvents"'
 _PREFIX = b'{"traceEvents":['
@@ -122,6 +123,82 @@ def _utf8(data: memoryview) -> bool:
     return True
 
 
+@cache
+def _scanner():
+    """The C scanner and the numpy dtype of each of its tables' rows; None where the extension
+    is not built, and the msgspec/orjson path reads every piece."""
+    try:
+        from . import _kineto_scan
+    except ImportError:
+        return None
+    tables = [(table, named, np.dtype([(c, np.float64 if c in ("ts", "dur") else np.int64) for c in cols]))
+              for table, named, cols in _kineto_scan.TABLES]
+    return SimpleNamespace(scan=_kineto_scan.scan, tables=tables)
+
+
+# Columns _rows makes narrower than the scanner's int64.
+_NARROW = {("api", "kind"): np.int8}
+
+
+def _scan(data: memoryview):
+    """``(end, part)`` for the JSON array of events that ``data`` begins with, read by the C
+    scanner, ``end`` being the offset just past the array; None where the scanner declines it."""
+    scanner = _scanner()
+    out = scanner.scan(data) if scanner else None
+    if out is None:
+        return None
+    end, events, annotations, tables, begin_end = out
+    rows, strings = {}, {}
+    for (table, named, dtype), (names, data) in zip(scanner.tables, tables):
+        if data:
+            rows[table] = _scanned_rows(table, np.frombuffer(data, dtype))
+            if named:
+                strings[table] = names
+    return end, (rows, begin_end, strings, {"events": events, "gpu_user_annotation": annotations})
+
+
+def _scanned_rows(table: str, rec: np.ndarray) -> dict:
+    """A table's columns from the scanner's rows, as ``_rows`` makes them (same order too)."""
+    cols = {}
+    for c in rec.dtype.names:
+        if c == "ts":
+            cols["start"] = start = _ns(rec[c])
+        elif c == "dur":
+            cols["end"] = start + _ns(rec[c])
+        else:
+            cols[c] = rec[c].astype(_NARROW[table, c]) if (table, c) in _NARROW else rec[c]
+    return cols
+
+
+def _after_events(rest: memoryview, bare_array: bool) -> dict | None:
+    """The top-level keys after the events (``rest`` follows their array), or None to leave the
+    whole document to the other path, which also words any problem."""
+    import orjson
+
+    rest = bytes(rest).lstrip(_WS)
+    if bare_array:
+        return None if rest else {}
+    if rest[:1] == b",":
+        rest = rest[1:].lstrip(_WS)
+        if rest[:1] != b'"':
+            return None
+    elif rest[:1] != b"}":
+        return None
+    try:
+        extra = orjson.loads(b"{" + rest)
+    except orjson.JSONDecodeError:
+        return None
+    return None if "traceEvents" in extra else extra  # a second array: the other path's case
+
+
+def _decoded_part(events: list, typed: bool, where) -> tuple:
+    """``_part`` of decoded events, its names coded piece by piece as the scanner codes them."""
+    names = {t: _Interner() for t in _NAMED}
+    counts = {"events": 0, "gpu_user_annotation": 0}
+    rows, begin_end = _part(events, typed, names, counts, where)
+    return rows, begin_end, {t: list(n) for t, n in names.items()}, counts
+
+
 def _decode(data: memoryview) -> tuple[list, bool]:
     """The events of a JSON array and whether they are typed structs (else orjson's values);
     raises orjson's error if it is not valid JSON."""
@@ -155,8 +232,9 @@ def _cut(buf, lo: int, hi: int) -> int:
 
 
 class _Reader:
-    """Yields ``(events, typed)`` pieces (see ``_decode``); ``header`` holds the other top-level
-    keys afterwards.
+    """Yields the file's pieces as parts ``(rows, begin_end, strings, counts)``, each piece's
+    rows with names as codes into its ``strings``; ``header`` holds the other top-level keys
+    afterwards.
 
     The pieces are cut where the reader's buffer ends after each read of ``chunk`` bytes, and
     all reads but the first (``_HEAD``) are of ``chunk`` bytes, so where a piece ends depends
@@ -273,7 +351,7 @@ class _Reader:
                 after = buf[cut]
                 buf[cut] = 0x5D  # "]"
                 try:
-                    batch = _decode(memoryview(buf)[p : cut + 1])
+                    batch = self._piece(memoryview(buf)[p : cut + 1])
                 except orjson.JSONDecodeError:
                     batch = None
                 buf[cut] = after
@@ -289,9 +367,27 @@ class _Reader:
                     continue
             want = (end - p - 1) * 2  # no clean cut yet: read on
 
-    def _tail(self, data: memoryview, bare_array: bool):
+    def _piece(self, data: memoryview) -> tuple:
+        """The part of a piece, ``[`` to ``]``; raises orjson's error if it is not valid JSON."""
+        scanned = _scan(data)
+        if scanned is not None and scanned[0] == len(data):
+            return scanned[1]
+        return _decoded_part(*_decode(data), self.path)
+
+    def _tail(self, data: memoryview, bare_array: bool) -> tuple:
         """The last piece: the events up to the end of the file (``[`` first), or the rest
         of the document (``_PREFIX`` first), whose other keys join the header."""
+        start = 0 if bare_array else len(_PREFIX) - 1
+        scanned = _scan(data[start:])
+        if scanned is not None:
+            end, part = scanned
+            extra = _after_events(data[start + end :], bare_array)
+            if extra is not None:
+                self.header.update(extra)
+                return part
+        return _decoded_part(*self._tail_decoded(data, bare_array), self.path)
+
+    def _tail_decoded(self, data: memoryview, bare_array: bool) -> tuple[list, bool]:
         import orjson
 
         if bare_array:
@@ -635,23 +731,16 @@ class _Tables:
         self.open_b: dict[tuple[int, int], list] = {}
         self.counts = {"events": 0, "gpu_user_annotation": 0}
 
-    def add(self, events: list, typed: bool):
-        self.take(*_part(events, typed, self.names, self.counts, self.where))
-
-    def take(self, rows: dict, begin_end: list):
+    def add(self, part: tuple):
+        """Appends a piece (see ``_Reader``), its names coded anew in file order."""
+        rows, begin_end, strings, counts = part
         for table, cols in rows.items():
+            col = _NAMED.get(table)
+            if col in cols:
+                cols[col] = self.names[table].recode(cols[col], strings[table])
             self.cols[table].add(**cols)
         if begin_end:
             _begin_end(begin_end, self.open_b, self.cols["ranges"], self.names["ranges"], self.where)
-
-    def merge(self, parts: list, strings: dict[str, list], counts: dict):
-        """Appends another reader's pieces, whose names are codes into its ``strings``."""
-        for rows, begin_end in parts:
-            for table, cols in rows.items():
-                col = _NAMED.get(table)
-                if col in cols:
-                    cols[col] = self.names[table].recode(cols[col], strings[table])
-            self.take(rows, begin_end)
         for k, v in counts.items():
             self.counts[k] += v
 
@@ -707,27 +796,29 @@ def _gc_off():
 def read_kineto(path: str | Path, workers: int | None = None) -> Trace:
     """Imports a torch.profiler trace (``.json`` or ``.json.gz``).
 
-    ``workers``: how many processes read an uncompressed file, each a range of about equal
+    ``workers``: how many threads read an uncompressed file, each a range of about equal
     size (see ``kineto_parallel``); by default one per CPU, but no more than ranges of
     ``_RANGE_MIN`` bytes. The result does not depend on it.
     """
     path = Path(path)
-    chunk = _CHUNK
-    stops = _range_stops(path, chunk, workers)
+    with _gc_off():
+        tables, header = _read(path, _CHUNK, _range_stops(path, _CHUNK, workers))
+    return tables.trace(header)
+
+
+def _read(path: Path, chunk: int, stops: list[int]) -> tuple[_Tables, dict]:
     if stops:
         from .kineto_parallel import read_parallel
 
         try:
-            tables, header = read_parallel(path, chunk, stops)
-            return tables.trace(header)
+            return read_parallel(path, chunk, stops)
         except _OnePass:
             pass
     tables = _Tables(path)
     reader = _Reader(path, chunk)
-    with _gc_off():
-        for events, typed in reader.batches():
-            tables.add(events, typed)
-    return tables.trace(reader.header)
+    for part in reader.batches():
+        tables.add(part)
+    return tables, reader.header
 
 
 def _range_stops(path: Path, chunk: int, workers: int | None) -> list[int]:

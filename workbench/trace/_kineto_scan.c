@@ -1,0 +1,957 @@
+/* Columns of a run of Kineto (Chrome trace) events, read without holding the GIL.
+
+   scan(data) reads data, a JSON array of events ("[" ... "]", anything may follow it), and
+   returns (end, events, gpu_user_annotations, tables, begin_end): end is the offset just past
+   the array, tables one (names, rows) per entry of TABLES, where rows is a bytearray of
+   fixed-width rows (int64, ts and dur as float64) and names lists the distinct names the rows'
+   name codes stand for, in first-seen order; begin_end lists user_annotation B/E events as
+   (ph, name, pid, tid, ts).
+
+   It returns None, and the importer's msgspec/orjson path then reads the same bytes, for
+   anything it does not fully vouch for: invalid JSON or UTF-8, a read field of another type
+   than the plain one (a string pid, a float device, a missing name), numbers it would have to
+   round differently or that the checks there refuse, deep nesting, a read field given twice.
+   So every check and error message stays in one place, and what it accepts it reads exactly
+   as that path would. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <locale.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+typedef unsigned char uchar;
+
+enum { OK, DECLINE, NOMEM };
+
+/* ------------------------------------------------------------------ JSON values */
+
+enum { T_MISSING, T_NULL, T_BOOL, T_INT, T_NUM, T_STR, T_ARR, T_OBJ };
+
+typedef struct {
+    int type;
+    int esc;           /* T_STR: has escapes */
+    const uchar *s;    /* T_STR: the text between the quotes; T_NUM/T_INT: the number's text */
+    size_t n;
+    int64_t i;         /* T_INT */
+} Val;
+
+/* A grid/block list: ok when every element is an int64 (also when there are not three). */
+typedef struct {
+    int ok;
+    int64_t v[3];
+} Dims;
+
+#define MAX_DEPTH 64   /* deeper nesting is left to the other path and its limits */
+#define MAX_NUMBER 64  /* longer number texts too: no overflow to inf can hide in what it skips */
+
+static const uchar ws_class[256] = {[' '] = 1, ['\t'] = 1, ['\n'] = 1, ['\r'] = 1};
+
+static inline const uchar *skip_ws(const uchar *p, const uchar *end) {
+    if (p < end && !ws_class[*p]) return p;
+#ifdef __SSE2__
+    /* indentation: one step for most runs */
+    while (end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)p);
+        __m128i ws = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8(' ')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\n'))),
+                                  _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('\r')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\t'))));
+        unsigned other = ~(unsigned)_mm_movemask_epi8(ws) & 0xFFFF;
+        if (other) return p + __builtin_ctz(other);
+        p += 16;
+    }
+#endif
+    while (p < end && ws_class[*p]) p++;
+    return p;
+}
+
+static int hex4(const uchar *p, unsigned *out) {
+    unsigned v = 0;
+    for (int k = 0; k < 4; k++) {
+        uchar c = p[k];
+        v <<= 4;
+        if (c >= '0' && c <= '9') v |= c - '0';
+        else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
+        else return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* The length of the valid UTF-8 sequence at p (lead byte >= 0x80), 0 if invalid: what
+   Python's strict decoder accepts (no overlongs, no surrogates, nothing past U+10FFFF). */
+static size_t utf8_seq(const uchar *p, const uchar *end) {
+    uchar c = p[0];
+    size_t n;
+    uchar lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else return 0;
+    if ((size_t)(end - p) < n) return 0;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (size_t k = 2; k < n; k++)
+        if (p[k] < 0x80 || p[k] > 0xBF) return 0;
+    return n;
+}
+
+/* Bytes a string may hold as they are: printable ASCII but the quote and the backslash. */
+static const uchar plain_class[256] = {
+#define R16(x) x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x
+    R16(0), R16(0), R16(1), R16(1), R16(1), R16(1), R16(1), R16(1),
+    R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0),
+#undef R16
+    ['"'] = 0, ['\\'] = 0,
+};
+
+/* The first byte at or after p that is not plain_class: 16 bytes at a time where SSE2 is. */
+static inline const uchar *skip_plain(const uchar *p, const uchar *end) {
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(' ');
+    while (end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)p);
+        /* signed: bytes >= 0x80 are below ' ' too */
+        __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)),
+                                    _mm_cmplt_epi8(x, space));
+        int mask = _mm_movemask_epi8(stop);
+        if (mask) return p + __builtin_ctz((unsigned)mask);
+        p += 16;
+    }
+#endif
+    while (p < end && plain_class[*p]) p++;
+    return p;
+}
+
+/* p at the opening quote; on success p is past the closing one and v holds the text. */
+static inline __attribute__((always_inline)) int scan_string(const uchar **pp, const uchar *end, Val *v) {
+    const uchar *p = *pp + 1, *start = p;
+    int esc = 0;
+    for (;;) {
+        p = skip_plain(p, end);
+        if (p >= end) return 0;
+        uchar c = *p;
+        if (c == '"') break;
+        if (c == '\\') {
+            if (end - p < 2) return 0;
+            esc = 1;
+            switch (p[1]) {
+            case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+                p += 2;
+                break;
+            case 'u': {
+                unsigned u;
+                if (end - p < 6 || !hex4(p + 2, &u)) return 0;
+                if (u >= 0xD800 && u <= 0xDFFF) return 0; /* surrogates: left to the other path */
+                p += 6;
+                break;
+            }
+            default:
+                return 0;
+            }
+        } else if (c < 0x20) {
+            return 0;
+        } else {
+            size_t n = utf8_seq(p, end);
+            if (!n) return 0;
+            p += n;
+        }
+    }
+    v->type = T_STR;
+    v->esc = esc;
+    v->s = start;
+    v->n = (size_t)(p - start);
+    *pp = p + 1;
+    return 1;
+}
+
+/* The text of a string that scan_string accepted, escapes resolved, into out (cap bytes at
+   least v->n: resolving never lengthens it). */
+static size_t unescape(const Val *v, uchar *out) {
+    const uchar *p = v->s, *end = v->s + v->n;
+    uchar *o = out;
+    while (p < end) {
+        if (*p != '\\') {
+            *o++ = *p++;
+            continue;
+        }
+        uchar c = p[1];
+        p += 2;
+        switch (c) {
+        case 'b': *o++ = '\b'; break;
+        case 'f': *o++ = '\f'; break;
+        case 'n': *o++ = '\n'; break;
+        case 'r': *o++ = '\r'; break;
+        case 't': *o++ = '\t'; break;
+        case 'u': {
+            unsigned u;
+            hex4(p, &u);
+            p += 4;
+            if (u < 0x80) *o++ = (uchar)u;
+            else if (u < 0x800) {
+                *o++ = (uchar)(0xC0 | (u >> 6));
+                *o++ = (uchar)(0x80 | (u & 0x3F));
+            } else {
+                *o++ = (uchar)(0xE0 | (u >> 12));
+                *o++ = (uchar)(0x80 | ((u >> 6) & 0x3F));
+                *o++ = (uchar)(0x80 | (u & 0x3F));
+            }
+            break;
+        }
+        default: *o++ = c; /* " \ / */
+        }
+    }
+    return (size_t)(o - out);
+}
+
+static inline int is_digit(uchar c) { return c >= '0' && c <= '9'; }
+
+/* JSON's number grammar; an integer that fits int64 is T_INT, any other number T_NUM. */
+static inline __attribute__((always_inline)) int scan_number(const uchar **pp, const uchar *end, Val *v) {
+    const uchar *p = *pp, *start = p;
+    int neg = 0, integer = 1, overflow = 0;
+    uint64_t m = 0;
+    if (*p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p >= end) return 0;
+    if (*p == '0') p++;
+    else if (*p >= '1' && *p <= '9') {
+        for (; p < end && is_digit(*p); p++) {
+            unsigned d = *p - '0';
+            if (m > (UINT64_MAX - d) / 10) overflow = 1;
+            else m = m * 10 + d;
+        }
+    } else return 0;
+    if (p < end && *p == '.') {
+        const uchar *q = ++p;
+        while (p < end && is_digit(*p)) p++;
+        if (p == q) return 0;
+        integer = 0;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        const uchar *q = p;
+        while (p < end && is_digit(*p)) p++;
+        if (p == q || p - q > 2) return 0; /* |exponent| < 100: never inf, never 0 */
+        integer = 0;
+    }
+    if (p >= end || p - start > MAX_NUMBER) return 0;
+    v->s = start;
+    v->n = (size_t)(p - start);
+    v->type = T_NUM;
+    if (integer && !overflow) {
+        if (!neg && m <= (uint64_t)INT64_MAX) {
+            v->type = T_INT;
+            v->i = (int64_t)m;
+        } else if (neg && m <= (uint64_t)INT64_MAX + 1) {
+            v->type = T_INT;
+            v->i = m == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)m;
+        }
+    }
+    *pp = p;
+    return 1;
+}
+
+static locale_t c_locale;
+
+/* A number's value as the other path's decoders give it: correctly rounded. */
+static double number(const Val *v) {
+    if (v->type == T_INT) return (double)v->i;
+    /* Clinger's fast path: an exact mantissa scaled by an exact power of ten, one rounding. */
+    static const double pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                   1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    const uchar *p = v->s, *end = v->s + v->n;
+    int neg = *p == '-';
+    p += neg;
+    uint64_t m = 0;
+    int digits = 0, exp10 = 0;
+    for (; p < end && is_digit(*p); p++, digits++) m = digits < 19 ? m * 10 + (*p - '0') : m;
+    if (digits > 19) goto slow;
+    if (p < end && *p == '.')
+        for (p++; p < end && is_digit(*p); p++, digits++, exp10--) {
+            if (digits >= 19) goto slow;
+            m = m * 10 + (*p - '0');
+        }
+    if (p < end) {
+        p++;
+        int eneg = *p == '-';
+        if (*p == '-' || *p == '+') p++;
+        int e = 0;
+        for (; p < end; p++) e = e * 10 + (*p - '0');
+        exp10 += eneg ? -e : e;
+    }
+    if (m <= (1ULL << 53) && exp10 >= -22 && exp10 <= 22) {
+        double x = (double)m;
+        x = exp10 < 0 ? x / pow10[-exp10] : x * pow10[exp10];
+        return neg ? -x : x;
+    }
+slow:;
+    char text[MAX_NUMBER + 1];
+    memcpy(text, v->s, v->n);
+    text[v->n] = 0;
+    return strtod_l(text, NULL, c_locale);
+}
+
+static int skip_value(const uchar **pp, const uchar *end, int depth);
+
+static int scan_literal(const uchar **pp, const uchar *end, const char *word, size_t n) {
+    if ((size_t)(end - *pp) < n || memcmp(*pp, word, n)) return 0;
+    *pp += n;
+    return 1;
+}
+
+/* Any value, recording its type and, for scalars, its text; containers are only validated. */
+static int scan_value(const uchar **pp, const uchar *end, Val *v, int depth) {
+    const uchar *p = *pp;
+    switch (*p) {
+    case '"':
+        return scan_string(pp, end, v);
+    case '{':
+        v->type = T_OBJ;
+        return skip_value(pp, end, depth);
+    case '[':
+        v->type = T_ARR;
+        return skip_value(pp, end, depth);
+    case 't':
+        v->type = T_BOOL;
+        return scan_literal(pp, end, "true", 4);
+    case 'f':
+        v->type = T_BOOL;
+        return scan_literal(pp, end, "false", 5);
+    case 'n':
+        v->type = T_NULL;
+        return scan_literal(pp, end, "null", 4);
+    default:
+        if (*p == '-' || is_digit(*p)) return scan_number(pp, end, v);
+        return 0;
+    }
+}
+
+/* An object or array, key by key and element by element. */
+static int skip_value(const uchar **pp, const uchar *end, int depth) {
+    const uchar *p = *pp;
+    Val v;
+    if (*p == '"') return scan_string(pp, end, &v);
+    if (*p != '{' && *p != '[') return scan_value(pp, end, &v, depth);
+    if (depth >= MAX_DEPTH) return 0;
+    uchar close = *p == '{' ? '}' : ']';
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == close) {
+        *pp = p + 1;
+        return 1;
+    }
+    for (;;) {
+        if (p >= end) return 0;
+        if (close == '}') {
+            if (*p != '"' || !scan_string(&p, end, &v)) return 0;
+            p = skip_ws(p, end);
+            if (p >= end || *p != ':') return 0;
+            p = skip_ws(p + 1, end);
+            if (p >= end) return 0;
+        }
+        if (!skip_value(&p, end, depth + 1)) return 0;
+        p = skip_ws(p, end);
+        if (p >= end) return 0;
+        if (*p == close) {
+            *pp = p + 1;
+            return 1;
+        }
+        if (*p != ',') return 0;
+        p = skip_ws(p + 1, end);
+    }
+}
+
+/* ------------------------------------------------------------------ events */
+
+/* The fields read, as in kineto.py's _FIELDS and _ARGS. */
+enum { F_PH, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS, NF };
+enum { A_CORRELATION, A_DEVICE, A_STREAM, A_BYTES, A_GRID, A_BLOCK, NA };
+
+typedef struct {
+    Val f[NF];
+    Val a[NA];
+    Dims dims[2]; /* grid, block */
+} Event;
+
+typedef struct {
+    const char *text;
+    size_t n;
+    uint64_t head; /* its first 8 bytes, zero-padded: compared at once */
+} Key;
+
+static Key event_keys[NF] = {{"ph", 2}, {"cat", 3}, {"name", 4}, {"pid", 3}, {"tid", 3}, {"ts", 2}, {"dur", 3}, {"args", 4}};
+static Key args_keys[NA] = {{"correlation", 11}, {"device", 6}, {"stream", 6}, {"bytes", 5}, {"grid", 4}, {"block", 5}};
+
+static uint64_t head_of(const uchar *s, size_t n) {
+    uint64_t w = 0;
+    memcpy(&w, s, n < 8 ? n : 8);
+    return w;
+}
+
+static void key_heads(Key *keys, int nkeys) {
+    for (int k = 0; k < nkeys; k++) keys[k].head = head_of((const uchar *)keys[k].text, keys[k].n);
+}
+
+/* Which of keys the key v is, or -1; escapes in a key are resolved first. */
+static inline int key_index(const Val *v, const uchar *end, const Key *keys, int nkeys) {
+    uchar buf[6 * 16];
+    const uchar *s = v->s;
+    size_t n = v->n;
+    uint64_t head;
+    size_t room = (size_t)(end - s); /* the key is followed by its quote and more */
+    if (v->esc) {
+        if (n > sizeof buf) return -1; /* 6 bytes an escape: longer than any key of interest */
+        n = unescape(v, buf);
+        s = buf;
+        room = sizeof buf;
+    }
+    if (n > 16) return -1;
+    if (room >= 8) {
+        memcpy(&head, s, 8);
+        if (n < 8) head &= (1ULL << (8 * n)) - 1;
+    } else head = head_of(s, n);
+    for (int k = 0; k < nkeys; k++)
+        if (keys[k].head == head && keys[k].n == n && (n <= 8 || !memcmp(keys[k].text + 8, s + 8, n - 8)))
+            return k;
+    return -1;
+}
+
+/* A grid/block list's first three elements; ok when all of them are int64. */
+static int scan_dims(const uchar **pp, const uchar *end, Val *v, Dims *d, int depth) {
+    const uchar *p = skip_ws(*pp + 1, end);
+    int k = 0;
+    d->ok = 1;
+    d->v[0] = d->v[1] = d->v[2] = 1;
+    v->type = T_ARR;
+    if (p < end && *p == ']') {
+        *pp = p + 1;
+        return 1;
+    }
+    for (;; k++) {
+        Val e;
+        if (p >= end) return 0;
+        if (!scan_value(&p, end, &e, depth + 1)) return 0;
+        if (e.type != T_INT) d->ok = 0;
+        else if (k < 3) d->v[k] = e.i;
+        p = skip_ws(p, end);
+        if (p >= end) return 0;
+        if (*p == ']') break;
+        if (*p != ',') return 0;
+        p = skip_ws(p + 1, end);
+    }
+    *pp = p + 1;
+    return 1;
+}
+
+/* One field's value into v; a field given twice is declined (which one counts is the other
+   path's business). */
+static int scan_field(const uchar **pp, const uchar *end, Val *v, int depth) {
+    if (v->type != T_MISSING) return 0;
+    return scan_value(pp, end, v, depth);
+}
+
+typedef int (*member_fn)(void *ctx, int key, const uchar **pp, const uchar *end, int depth);
+
+/* An object's members: those whose key is one of keys go to member, the others are skipped. */
+static inline __attribute__((always_inline)) int scan_object(const uchar **pp, const uchar *end, const Key *keys,
+                                                             int nkeys, member_fn member,
+                       void *ctx, int depth) {
+    const uchar *p = skip_ws(*pp + 1, end);
+    if (depth >= MAX_DEPTH) return 0;
+    if (p < end && *p == '}') {
+        *pp = p + 1;
+        return 1;
+    }
+    for (;;) {
+        Val k;
+        if (p >= end || *p != '"' || !scan_string(&p, end, &k)) return 0;
+        p = skip_ws(p, end);
+        if (p >= end || *p != ':') return 0;
+        p = skip_ws(p + 1, end);
+        if (p >= end) return 0;
+        int key = key_index(&k, end, keys, nkeys);
+        if (!(key >= 0 ? member(ctx, key, &p, end, depth + 1) : skip_value(&p, end, depth + 1))) return 0;
+        p = skip_ws(p, end);
+        if (p >= end) return 0;
+        if (*p == '}') {
+            *pp = p + 1;
+            return 1;
+        }
+        if (*p != ',') return 0;
+        p = skip_ws(p + 1, end);
+    }
+}
+
+static int args_member(void *ctx, int key, const uchar **pp, const uchar *end, int depth) {
+    Event *e = ctx;
+    Val *v = &e->a[key];
+    if ((key == A_GRID || key == A_BLOCK) && **pp == '[') {
+        if (v->type != T_MISSING) return 0;
+        return scan_dims(pp, end, v, &e->dims[key - A_GRID], depth);
+    }
+    return scan_field(pp, end, v, depth);
+}
+
+static int event_member(void *ctx, int key, const uchar **pp, const uchar *end, int depth) {
+    Event *e = ctx;
+    if (key == F_ARGS && **pp == '{') {
+        if (e->f[F_ARGS].type != T_MISSING) return 0;
+        e->f[F_ARGS].type = T_OBJ;
+        return scan_object(pp, end, args_keys, NA, args_member, e, depth);
+    }
+    return scan_field(pp, end, &e->f[key], depth);
+}
+
+/* ------------------------------------------------------------------ growing buffers */
+
+typedef struct {
+    uchar *data;
+    size_t n, cap;
+} Buf;
+
+static int buf_reserve(Buf *b, size_t more) {
+    if (b->n + more <= b->cap) return 1;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->n + more) cap *= 2;
+    uchar *d = realloc(b->data, cap);
+    if (!d) return 0;
+    b->data = d;
+    b->cap = cap;
+    return 1;
+}
+
+static int buf_add(Buf *b, const void *src, size_t n) {
+    if (!buf_reserve(b, n)) return 0;
+    memcpy(b->data + b->n, src, n);
+    b->n += n;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ interning */
+
+typedef struct {
+    size_t off, len;
+    uint64_t hash;
+} Name;
+
+typedef struct {
+    Buf text;   /* the names' bytes, one after another */
+    Buf names;  /* Name per code */
+    int64_t *slots; /* code + 1, or 0 for a free slot */
+    size_t mask;
+} Interner;
+
+/* Eight bytes a step: names are long (kernel templates) and hashed once per event. */
+static uint64_t hash_bytes(const uchar *s, size_t n) {
+    uint64_t h = n * 0x9E3779B97F4A7C15ULL, w;
+    for (; n >= 8; s += 8, n -= 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+    }
+    w = 0;
+    memcpy(&w, s, n);
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
+    return h ^ (h >> 29);
+}
+
+static size_t interned(const Interner *t) { return t->names.n / sizeof(Name); }
+
+static int grow_slots(Interner *t) {
+    size_t cap = t->slots ? 2 * (t->mask + 1) : 256;
+    int64_t *slots = calloc(cap, sizeof *slots);
+    if (!slots) return 0;
+    const Name *names = (const Name *)t->names.data;
+    for (size_t c = 0; c < interned(t); c++) {
+        size_t i = names[c].hash & (cap - 1);
+        while (slots[i]) i = (i + 1) & (cap - 1);
+        slots[i] = (int64_t)c + 1;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->mask = cap - 1;
+    return 1;
+}
+
+/* The code of s, a new one (the next) if it is new; -1 when out of memory. */
+static int64_t intern(Interner *t, const uchar *s, size_t n) {
+    if ((!t->slots || 2 * (interned(t) + 1) > t->mask + 1) && !grow_slots(t)) return -1;
+    uint64_t h = hash_bytes(s, n);
+    size_t i = h & t->mask;
+    const Name *names = (const Name *)t->names.data;
+    for (int64_t c; (c = t->slots[i]); i = (i + 1) & t->mask) {
+        const Name *x = &names[c - 1];
+        if (x->hash == h && x->len == n && !memcmp(t->text.data + x->off, s, n)) return c - 1;
+    }
+    Name x = {t->text.n, n, h};
+    if (!buf_add(&t->text, s, n) || !buf_add(&t->names, &x, sizeof x)) return -1;
+    t->slots[i] = (int64_t)interned(t);
+    return (int64_t)interned(t) - 1;
+}
+
+static void interner_free(Interner *t) {
+    free(t->text.data);
+    free(t->names.data);
+    free(t->slots);
+}
+
+/* ------------------------------------------------------------------ tables */
+
+/* Row columns: name code, times (float64), and int64 values from the event or its args. */
+enum { C_NAME, C_TS, C_DUR, C_PID, C_TID, C_DEVICE, C_STREAM, C_CORRELATION, C_BYTES,
+       C_GRID_X, C_GRID_Y, C_GRID_Z, C_BLOCK_X, C_BLOCK_Y, C_BLOCK_Z, C_DRIVER, C_END };
+
+static const char *column_names[C_END] = {
+    "name", "ts", "dur", "pid", "tid", "device", "stream", "correlation", "bytes",
+    "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "kind",
+};
+
+enum { T_KERNELS, T_API, T_RANGES, T_CPU_OPS, T_MEMCPY, T_MEMSET, NT };
+
+#define MAX_COLUMNS 12
+static const struct {
+    const char *name;
+    const char *name_column; /* what the rows call the name code */
+    int ncols;
+    int cols[MAX_COLUMNS];
+} tables[NT] = {
+    {"kernels", "name", 12, {C_NAME, C_TS, C_DUR, C_DEVICE, C_STREAM, C_CORRELATION,
+                             C_GRID_X, C_GRID_Y, C_GRID_Z, C_BLOCK_X, C_BLOCK_Y, C_BLOCK_Z}},
+    {"api", "name", 7, {C_NAME, C_TS, C_DUR, C_PID, C_TID, C_CORRELATION, C_DRIVER}},
+    {"ranges", "name", 5, {C_NAME, C_TS, C_DUR, C_PID, C_TID}},
+    {"cpu_ops", "name", 5, {C_NAME, C_TS, C_DUR, C_PID, C_TID}},
+    {"memcpy", "kind", 7, {C_TS, C_DUR, C_DEVICE, C_STREAM, C_CORRELATION, C_BYTES, C_NAME}},
+    {"memset", NULL, 6, {C_TS, C_DUR, C_DEVICE, C_STREAM, C_CORRELATION, C_BYTES}},
+};
+
+typedef struct {
+    char ph;
+    size_t name_off, name_len; /* into Scan.be_names, B only */
+    int64_t pid, tid;
+    double ts;
+} BeginEnd;
+
+typedef struct {
+    Buf rows[NT];
+    Interner names[NT];
+    Buf begin_end; /* BeginEnd */
+    Buf be_names;
+    Buf scratch;   /* an escaped string's text */
+    Py_ssize_t events, gpu_user_annotations;
+} Scan;
+
+/* ------------------------------------------------------------------ routing and checks */
+
+enum { G_NOMEM = -2, G_NONE = -1, G_RANGES_BE = NT, G_GPU_ANNOTATION };
+
+/* A string field's text (escapes resolved into scratch); NULL when out of memory. */
+static const uchar *text_of(Scan *s, const Val *v, size_t *n) {
+    if (!v->esc) {
+        *n = v->n;
+        return v->s;
+    }
+    s->scratch.n = 0;
+    if (!buf_reserve(&s->scratch, v->n + 1)) return NULL;
+    *n = unescape(v, s->scratch.data);
+    return s->scratch.data;
+}
+
+/* Where kineto._classify routes the event (a table, B/E, the counted annotations, nowhere);
+   *ph is its ph if that is one character. */
+static int route(Scan *s, const Event *e, char *ph, int *driver) {
+    const Val *cat = &e->f[F_CAT];
+    size_t n;
+    const uchar *c;
+    if (cat->type != T_STR || e->f[F_PH].type != T_STR) return G_NONE;
+    if (!(c = text_of(s, &e->f[F_PH], &n))) return G_NOMEM;
+    *ph = n == 1 ? (char)c[0] : 0;
+    if (!(c = text_of(s, cat, &n))) return G_NOMEM;
+    *driver = 0;
+#define IS(word) (n == sizeof word - 1 && !memcmp(c, word, sizeof word - 1))
+    if (IS("user_annotation")) return *ph == 'X' ? T_RANGES : *ph == 'B' || *ph == 'E' ? G_RANGES_BE : G_NONE;
+    if (*ph != 'X') return G_NONE;
+    if (IS("kernel")) return T_KERNELS;
+    if (IS("cuda_runtime")) return T_API;
+    if (IS("cuda_driver")) {
+        *driver = 1;
+        return T_API;
+    }
+    if (IS("cpu_op")) return T_CPU_OPS;
+    if (IS("gpu_memcpy")) return T_MEMCPY;
+    if (IS("gpu_memset")) return T_MEMSET;
+    if (IS("gpu_user_annotation")) return G_GPU_ANNOTATION;
+#undef IS
+    return G_NONE;
+}
+
+static const double MAX_US = (double)(1ULL << 62) / 1000.0; /* kineto._MAX_US */
+
+/* A time as the checks there take it: a finite number below _MAX_US in magnitude. */
+static int time_of(const Val *v, double *out) {
+    if (v->type != T_INT && v->type != T_NUM) return 0;
+    double x = number(v);
+    if (!isfinite(x) || fabs(x) >= MAX_US) return 0;
+    *out = x;
+    return 1;
+}
+
+/* An id as kineto._ints takes it: an int, or -1 when missing or null. */
+static int id_of(const Val *v, int64_t *out) {
+    if (v->type == T_INT) *out = v->i;
+    else if (v->type == T_MISSING || v->type == T_NULL) *out = -1;
+    else return 0;
+    return 1;
+}
+
+/* One value of a table's column; 0 to decline. */
+static int column(Scan *s, int table, int col, const Event *e, int driver, int64_t *out) {
+    const Val *args = &e->f[F_ARGS];
+    switch (col) {
+    case C_NAME: {
+        size_t n;
+        const uchar *t;
+        if (e->f[F_NAME].type != T_STR) return 0;
+        if (!(t = text_of(s, &e->f[F_NAME], &n))) return -1;
+        *out = intern(&s->names[table], t, n);
+        return *out < 0 ? -1 : 1;
+    }
+    case C_TS:
+    case C_DUR: {
+        double x;
+        if (!time_of(&e->f[col == C_TS ? F_TS : F_DUR], &x)) return 0;
+        memcpy(out, &x, sizeof x);
+        return 1;
+    }
+    case C_PID: return id_of(&e->f[F_PID], out);
+    case C_TID: return id_of(&e->f[F_TID], out);
+    case C_DRIVER: *out = driver; return 1;
+    }
+    /* the args' values: args must be an object, or missing or null (then so are they) */
+    if (args->type != T_OBJ && args->type != T_MISSING && args->type != T_NULL) return 0;
+    switch (col) {
+    case C_DEVICE: return id_of(&e->a[A_DEVICE], out);
+    case C_STREAM: return id_of(&e->a[A_STREAM], out);
+    case C_CORRELATION: return id_of(&e->a[A_CORRELATION], out);
+    case C_BYTES: return id_of(&e->a[A_BYTES], out);
+    }
+    /* grid and block: missing or null is -1s; a list of ints is padded with 1s to three */
+    int which = col >= C_BLOCK_X, k = col - (which ? C_BLOCK_X : C_GRID_X);
+    const Val *v = &e->a[which ? A_BLOCK : A_GRID];
+    const Dims *d = &e->dims[which];
+    if (v->type == T_MISSING || v->type == T_NULL) *out = -1;
+    else if (v->type == T_ARR && d->ok) *out = d->v[k];
+    else return 0;
+    return 1;
+}
+
+static int add_row(Scan *s, int table, const Event *e, int driver) {
+    int64_t row[MAX_COLUMNS];
+    for (int c = 0; c < tables[table].ncols; c++) {
+        int r = column(s, table, tables[table].cols[c], e, driver, &row[c]);
+        if (r <= 0) return r < 0 ? NOMEM : DECLINE;
+    }
+    return buf_add(&s->rows[table], row, tables[table].ncols * sizeof(int64_t)) ? OK : NOMEM;
+}
+
+/* A B/E range event as kineto._begin_end takes it: int pid/tid, a time, a name for B. */
+static int add_begin_end(Scan *s, const Event *e, char ph) {
+    BeginEnd be = {0};
+    be.ph = ph;
+    if (e->f[F_PID].type != T_INT || e->f[F_TID].type != T_INT || !time_of(&e->f[F_TS], &be.ts)) return DECLINE;
+    be.pid = e->f[F_PID].i;
+    be.tid = e->f[F_TID].i;
+    if (be.ph == 'B') {
+        size_t n;
+        const uchar *t;
+        if (e->f[F_NAME].type != T_STR) return DECLINE;
+        if (!(t = text_of(s, &e->f[F_NAME], &n))) return NOMEM;
+        be.name_off = s->be_names.n;
+        be.name_len = n;
+        if (!buf_add(&s->be_names, t, n)) return NOMEM;
+    }
+    return buf_add(&s->begin_end, &be, sizeof be) ? OK : NOMEM;
+}
+
+static int add_event(Scan *s, const Event *e) {
+    int driver;
+    char ph;
+    int g = route(s, e, &ph, &driver);
+    s->events++;
+    if (g == G_NONE) return OK;
+    if (g == G_NOMEM) return NOMEM;
+    if (g == G_GPU_ANNOTATION) {
+        s->gpu_user_annotations++;
+        return OK;
+    }
+    if (g == G_RANGES_BE) return add_begin_end(s, e, ph);
+    return add_row(s, g, e, driver);
+}
+
+/* The array at p: its events into s; *end_out is the offset past it. */
+static int scan_events(Scan *s, const uchar *data, const uchar *end, Py_ssize_t *end_out) {
+    const uchar *p = data;
+    if (p >= end || *p != '[') return DECLINE;
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == ']') {
+        *end_out = p + 1 - data;
+        return OK;
+    }
+    for (;;) {
+        Event e;
+        if (p >= end || *p != '{') return DECLINE;
+        for (int k = 0; k < NF; k++) e.f[k].type = T_MISSING;
+        for (int k = 0; k < NA; k++) e.a[k].type = T_MISSING;
+        if (!scan_object(&p, end, event_keys, NF, event_member, &e, 1)) return DECLINE;
+        int r = add_event(s, &e);
+        if (r != OK) return r;
+        p = skip_ws(p, end);
+        if (p >= end) return DECLINE;
+        if (*p == ']') {
+            *end_out = p + 1 - data;
+            return OK;
+        }
+        if (*p != ',') return DECLINE;
+        p = skip_ws(p + 1, end);
+    }
+}
+
+/* ------------------------------------------------------------------ results */
+
+static void scan_free(Scan *s) {
+    for (int t = 0; t < NT; t++) {
+        free(s->rows[t].data);
+        interner_free(&s->names[t]);
+    }
+    free(s->begin_end.data);
+    free(s->be_names.data);
+    free(s->scratch.data);
+}
+
+static PyObject *names_list(const Interner *t) {
+    size_t n = interned(t);
+    const Name *names = (const Name *)t->names.data;
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (size_t c = 0; out && c < n; c++) {
+        PyObject *s = PyUnicode_DecodeUTF8((const char *)t->text.data + names[c].off, names[c].len, "strict");
+        if (!s) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, c, s);
+    }
+    return out;
+}
+
+static PyObject *begin_end_list(const Scan *s) {
+    size_t n = s->begin_end.n / sizeof(BeginEnd);
+    const BeginEnd *be = (const BeginEnd *)s->begin_end.data;
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (size_t k = 0; out && k < n; k++) {
+        PyObject *name = be[k].ph == 'B'
+            ? PyUnicode_DecodeUTF8((const char *)s->be_names.data + be[k].name_off, be[k].name_len, "strict")
+            : Py_NewRef(Py_None);
+        PyObject *t = name ? Py_BuildValue("(s#NLLd)", &be[k].ph, (Py_ssize_t)1, name, (long long)be[k].pid,
+                                           (long long)be[k].tid, be[k].ts)
+                           : NULL;
+        if (!t) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, k, t);
+    }
+    return out;
+}
+
+static PyObject *result(const Scan *s, Py_ssize_t end) {
+    PyObject *per_table = PyTuple_New(NT);
+    for (int t = 0; per_table && t < NT; t++) {
+        PyObject *names = tables[t].name_column ? names_list(&s->names[t]) : Py_NewRef(Py_None);
+        PyObject *rows = names ? PyByteArray_FromStringAndSize((const char *)s->rows[t].data, s->rows[t].n) : NULL;
+        if (!rows) {
+            Py_XDECREF(names);
+            Py_CLEAR(per_table);
+            break;
+        }
+        PyTuple_SET_ITEM(per_table, t, Py_BuildValue("(NN)", names, rows));
+        if (!PyTuple_GET_ITEM(per_table, t)) Py_CLEAR(per_table);
+    }
+    if (!per_table) return NULL;
+    PyObject *be = begin_end_list(s);
+    if (!be) {
+        Py_DECREF(per_table);
+        return NULL;
+    }
+    return Py_BuildValue("(nnnNN)", end, s->events, s->gpu_user_annotations, per_table, be);
+}
+
+static PyObject *scan(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    Scan s;
+    Py_ssize_t end = 0;
+    int r;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    memset(&s, 0, sizeof s);
+    Py_BEGIN_ALLOW_THREADS
+    r = scan_events(&s, view.buf, (const uchar *)view.buf + view.len, &end);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyObject *out = r == OK ? result(&s, end) : r == NOMEM ? PyErr_NoMemory() : Py_NewRef(Py_None);
+    scan_free(&s);
+    return out;
+}
+
+/* TABLES: (table, name column or None, row columns) in the order of scan's tables. */
+static PyObject *tables_spec(void) {
+    PyObject *out = PyTuple_New(NT);
+    for (int t = 0; out && t < NT; t++) {
+        PyObject *cols = PyTuple_New(tables[t].ncols);
+        for (int c = 0; cols && c < tables[t].ncols; c++) {
+            int col = tables[t].cols[c];
+            const char *name = col == C_NAME ? tables[t].name_column : column_names[col];
+            PyObject *s = PyUnicode_FromString(name);
+            if (!s) Py_CLEAR(cols);
+            else PyTuple_SET_ITEM(cols, c, s);
+        }
+        PyObject *item = cols ? Py_BuildValue("(szN)", tables[t].name, tables[t].name_column, cols) : NULL;
+        if (!item) Py_CLEAR(out);
+        else PyTuple_SET_ITEM(out, t, item);
+    }
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_O, "Columns of a JSON array of Kineto events, or None to leave it to the other path."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kineto_scan", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__kineto_scan(void) {
+    key_heads(event_keys, NF);
+    key_heads(args_keys, NA);
+    c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+    if (!c_locale) return PyErr_NoMemory();
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    PyObject *spec = tables_spec();
+    if (!spec || PyModule_AddObject(m, "TABLES", spec) < 0) {
+        Py_XDECREF(spec);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
