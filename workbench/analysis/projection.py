@@ -92,14 +92,15 @@ def _spread(codes_r: np.ndarray, values: np.ndarray, rid: np.ndarray, has: np.nd
     # are sorted (and duplicates merged), so the cost is per distinct string, not per kernel.
     values = np.concatenate([values, np.array(["", NO_RANGE, NO_LAUNCH], dtype=object)])
     nv = len(values) - 3
-    codes = np.full(len(rid), nv + 1, dtype=np.int64)
+    # int32 codes: fewer than 2**31 distinct strings, and each of these arrays has a row per kernel.
+    codes = np.full(len(rid), nv + 1, dtype=np.int32)
     if has.any():
         c = codes_r[rid[has]]
         codes[has] = np.where(c >= 0, c, nv)
     codes[nolaunch] = nv + 2
     used = np.flatnonzero(np.bincount(codes, minlength=len(values)))
     uniq, inv = np.unique(values[used], return_inverse=True)
-    remap = np.zeros(len(values), dtype=np.int64)
+    remap = np.zeros(len(values), dtype=np.int32)
     remap[used] = inv.reshape(-1)
     return pd.Categorical.from_codes(remap[codes], categories=pd.Index(uniq, dtype=object))
 

@@ -187,11 +187,12 @@ def build(tables: dict[str, pd.DataFrame], meta: dict[str, Any], where: str) -> 
     """Check, type and complete an importer's raw tables into a :class:`Trace`.
 
     Raises :class:`TraceFormatError` naming ``where`` for an empty trace, negative durations,
-    ranges that never end, and missing required columns.
+    ranges that never end, and missing required columns. ``tables`` is emptied: the raw
+    frames go as soon as they are typed, and columns replaced later are freed at once.
     """
     out = {}
     for t in TABLES:
-        df = tables.get(t)
+        df = tables.pop(t, None)
         if df is None or len(df) == 0:
             out[t] = empty_table(t)
             continue
@@ -211,7 +212,7 @@ def build(tables: dict[str, pd.DataFrame], meta: dict[str, Any], where: str) -> 
                 where, f"{int(neg.sum())} {t} event(s) with negative duration, first at {df['start'].iloc[i]} ns{what}"
             )
     out["ranges"], timelines = _tree(out["ranges"])
-    out["kernels"] = _join_launches(out["kernels"], out["api"])
+    _join_launches(out["kernels"], out["api"])
     out["kernels"]["range_id"] = innermost_ranges(out["kernels"], out["ranges"], timelines)
     per_range, totals = attribute(out["kernels"], len(out["ranges"]))
     for col, values in per_range.items():
@@ -298,9 +299,19 @@ def _match_first(t_pid: np.ndarray | None, t_corr: np.ndarray, q_pid: np.ndarray
     out = np.full(len(q_corr), -1, dtype=np.int64)
     if not len(t_corr) or not len(q_corr):
         return out
+    pids = [None] if q_pid is None else pd.unique(q_pid)
+    if len(pids) == 1:
+        p = pids[0]
+        rows = None if p is None or t_pid.min() == t_pid.max() == p else np.flatnonzero(t_pid == p)
+        tc = t_corr if rows is None else t_corr[rows]
+        if len(tc) and (tc[1:] > tc[:-1]).all():
+            # One process's ids, rising row after row (nsys's runtime table): a binary search
+            # finds the only row with each id, and needs no memory beyond its answer.
+            pos = np.minimum(np.searchsorted(tc, q_corr), len(tc) - 1)
+            hit = tc[pos] == q_corr
+            return np.where(hit, pos if rows is None else rows[pos], -1)
     lo = min(int(t_corr.min()), int(q_corr.min()))
     span = max(int(t_corr.max()), int(q_corr.max())) - lo + 1
-    pids = [None] if q_pid is None else pd.unique(q_pid)
     if span <= len(t_corr) + len(q_corr) + (1 << 20) and len(pids) <= 8:
         # Correlation ids are dense counters: one direct-address table per process, no sort
         # (its memory is bounded by one int64 per row).
@@ -336,36 +347,45 @@ def _match_first(t_pid: np.ndarray | None, t_corr: np.ndarray, q_pid: np.ndarray
     return np.where(sk[pos] == qk, order[pos], -1)
 
 
-def _join_launches(kernels: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
-    """Fill launch_tid/start/end/api from the API call with the same (pid, correlation).
+def _join_launches(kernels: pd.DataFrame, api: pd.DataFrame) -> None:
+    """Fill launch_tid/start/end/api of ``kernels`` (in place: a replaced column is freed at
+    once) from the API call with the same (pid, correlation).
 
     Importers that already know the launch (CPU-only traces) set launch_tid themselves; those
     rows are kept. Kernels launched through cudaGraphLaunch are flagged ``graph``.
     """
     if not len(kernels) or not len(api):
-        return kernels
+        return
     need = kernels["launch_tid"].to_numpy() < 0
     if not need.any():
-        return kernels
+        return
     a_corr = api["correlation"].to_numpy()
     a_pid = api["pid"].to_numpy()
-    valid = np.flatnonzero(a_corr >= 0)
     k_pid = kernels["pid"].to_numpy()
     k_corr = kernels["correlation"].to_numpy()
     # Correlation ids repeat across processes: match within the same process (the first API
     # row of that pair). A kernel whose pid is unknown (-1, Kineto puts the device there)
     # matches the first API row with its correlation id in any process.
-    tp, tc = a_pid[valid], a_corr[valid]
-    match = np.full(len(kernels), -1, dtype=np.int64)
-    known = np.flatnonzero(need & (k_pid >= 0))
-    match[known] = _match_first(tp, tc, k_pid[known], k_corr[known])
-    unknown = np.flatnonzero(need & (k_pid < 0))
-    match[unknown] = _match_first(None, tc, None, k_corr[unknown])
-    match = np.where(match >= 0, valid[np.maximum(match, 0)], -1)
+    # (Subsets are taken only where needed: at 1M kernels each copy is 8-16 MB.)
+    valid = None if a_corr.min() >= 0 else np.flatnonzero(a_corr >= 0)
+    tp, tc = (a_pid, a_corr) if valid is None else (a_pid[valid], a_corr[valid])
+    known = need & (k_pid >= 0)
+    if known.all():
+        match = _match_first(tp, tc, k_pid, k_corr)
+    else:
+        match = np.full(len(kernels), -1, dtype=np.int64)
+        known = np.flatnonzero(known)
+        match[known] = _match_first(tp, tc, k_pid[known], k_corr[known])
+        unknown = np.flatnonzero(need & (k_pid < 0))
+        match[unknown] = _match_first(None, tc, None, k_corr[unknown])
+    if valid is not None:
+        match = np.where(match >= 0, valid[np.maximum(match, 0)], -1)
     found = np.flatnonzero(match >= 0)
     m = match[found]
-    kernels = kernels.copy(deep=False)  # copy-on-write: the caller's frame is untouched
     for col, src in (("launch_tid", "tid"), ("launch_start", "start"), ("launch_end", "end"), ("pid", "pid")):
+        if len(found) == len(kernels):  # every kernel matched: no copy of the old column
+            kernels[col] = api[src].to_numpy()[m]
+            continue
         vals = kernels[col].to_numpy().copy()
         vals[found] = api[src].to_numpy()[m]
         kernels[col] = vals
@@ -375,7 +395,6 @@ def _join_launches(kernels: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
     is_graph = np.array(["GraphLaunch" in str(c) for c in launch.categories], dtype=bool)
     graph = is_graph[launch.codes] & (launch.codes >= 0) if len(is_graph) else np.zeros(len(launch), bool)
     kernels["graph"] = kernels["graph"].to_numpy() | graph
-    return kernels
 
 
 def _merge_names(target: pd.Series, source: pd.Series, rows: np.ndarray, src_rows: np.ndarray) -> pd.Categorical:
@@ -383,15 +402,16 @@ def _merge_names(target: pd.Series, source: pd.Series, rows: np.ndarray, src_row
     are the values present, sorted: what ``categorical()`` gives, without a string per row."""
     t_cats = np.asarray(target.cat.categories.astype(str), dtype=object)
     s_cats = np.asarray(source.cat.categories.astype(str), dtype=object)
-    t_codes = target.cat.codes.to_numpy().astype(np.int64)
-    s_codes = source.cat.codes.to_numpy().astype(np.int64)[src_rows]
+    # int32: a category count never nears 2**31, and these arrays are a row each.
+    t_codes = target.cat.codes.to_numpy().astype(np.int32)
+    s_codes = source.cat.codes.to_numpy()[src_rows].astype(np.int32)
     # One code space: target's categories, then source's, then "" for missing values.
     codes = np.where(t_codes >= 0, t_codes, len(t_cats) + len(s_cats))
     codes[rows] = np.where(s_codes >= 0, s_codes + len(t_cats), len(t_cats) + len(s_cats))
     values = np.concatenate([t_cats, s_cats, np.array([""], dtype=object)])
     used = np.flatnonzero(np.bincount(codes, minlength=len(values)))
     uniq, inv = np.unique(values[used], return_inverse=True)
-    remap = np.zeros(len(values), dtype=np.int64)
+    remap = np.zeros(len(values), dtype=np.int32)
     remap[used] = inv.reshape(-1)
     return pd.Categorical.from_codes(remap[codes], categories=pd.Index(uniq))
 
@@ -449,26 +469,29 @@ def innermost_ranges(kernels: pd.DataFrame, ranges: pd.DataFrame, timelines: dic
     launched = np.flatnonzero(kt >= 0)
     if not len(launched):
         return out
-    # Group the launched kernels by thread (hashing, then a radix sort of the small group
-    # numbers; none for the usual single thread), then look each group up in its timeline.
-    cp, up = pd.factorize(kp[launched])
-    ct, ut = pd.factorize(kt[launched])
-    groups = cp.astype(np.int64) * len(ut) + ct
-    if len(up) * len(ut) > 1:
-        sort = np.argsort(groups.astype(np.int16) if len(up) * len(ut) < 2**15 else groups, kind="stable")
-        launched, groups = launched[sort], groups[sort]
-    order = launched
-    gp, gt = kp[order], kt[order]
-    cuts = np.flatnonzero(groups[1:] != groups[:-1]) + 1
-    for lo_k, hi_k in zip(np.r_[0, cuts], np.r_[cuts, len(order)]):
-        found = timelines.get((int(gp[lo_k]), int(gt[lo_k])))
+    for rows in _by_thread(kp, kt, launched):
+        found = timelines.get((int(kp[rows[0]]), int(kt[rows[0]])))
         if found is None:
             continue
         lo, timeline = found
-        rows = order[lo_k:hi_k]
         local = timeline.innermost_at(ks[rows])
         out[rows] = np.where(local >= 0, local + lo, -1)
     return out
+
+
+def _by_thread(pid: np.ndarray, tid: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
+    """``rows`` split by (pid, tid), each part in row order: hashing, then a radix sort of
+    the small group numbers, or nothing at all for the usual single launching thread."""
+    if len(rows) == len(pid) and pid.min() == pid.max() and tid.min() == tid.max():
+        return [rows]
+    cp, up = pd.factorize(pid[rows])
+    ct, ut = pd.factorize(tid[rows])
+    groups = cp.astype(np.int64) * len(ut) + ct
+    if len(up) * len(ut) > 1:
+        sort = np.argsort(groups.astype(np.int16) if len(up) * len(ut) < 2**15 else groups, kind="stable")
+        rows, groups = rows[sort], groups[sort]
+    cuts = np.flatnonzero(groups[1:] != groups[:-1]) + 1
+    return np.split(rows, cuts)
 
 
 _LAYER_DEFAULT = r"(?:^|[^A-Za-z0-9])layers?[._\-]?(\d+)(?![0-9])"
