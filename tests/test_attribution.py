@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from workbench.analysis import BY, project, summary
-from workbench.analysis.projection import NO_LAUNCH, NO_RANGE, range_layers
+from workbench.analysis.projection import NO_LAUNCH, NO_RANGE, _spread, range_layers
 from workbench.trace import import_file, load_dir, save
 from workbench.trace.model import _match_first
 
@@ -50,6 +50,35 @@ def test_launch_match_is_the_first_row_of_the_same_pair(corr_span, npids):
     assert (got == _naive_first(t_pid, t_corr, q_pid, q_corr)).all()
     by_corr = _match_first(None, t_corr, None, q_corr)
     assert (by_corr == _naive_first(np.zeros_like(t_corr), t_corr, np.zeros_like(q_corr), q_corr)).all()
+
+
+@pytest.mark.parametrize("case", ["rising", "rising-in-one-of-two-processes", "repeated"])
+def test_launch_match_within_one_process(case):
+    """One querying process: the binary search over rising ids (nsys's runtime table) and the
+    direct-address table give the first row of the pair too."""
+    rng = np.random.default_rng(7)
+    t_corr = np.cumsum(rng.integers(1, 4, 500)) if case != "repeated" else rng.integers(0, 300, 500)
+    t_pid = rng.choice([11, 12], 500) if case == "rising-in-one-of-two-processes" else np.full(500, 11)
+    q_corr = np.r_[rng.choice(t_corr, 300), rng.integers(0, 2000, 100)]
+    q_pid = np.full(400, 11)
+    assert (_match_first(t_pid, t_corr, q_pid, q_corr) == _naive_first(t_pid, t_corr, q_pid, q_corr)).all()
+
+
+@pytest.mark.parametrize("names", [["a", "b"], ["", "x"], [NO_RANGE, "z"], ["", NO_RANGE, NO_LAUNCH, " ", "zz"], []])
+def test_spread_places_the_labels_as_a_sort_would(names):
+    """Per-kernel strings with the unattributed labels: categories sorted and merged with a
+    range that bears a label's very name, as sorting every value would give."""
+    rng = np.random.default_rng(len(names))
+    values = np.array(sorted(set(names)), dtype=object)
+    codes_r = rng.integers(-1, len(values), 40) if len(values) else np.full(40, -1)
+    rid = rng.integers(-1, 40, 2000)
+    has = rid >= 0
+    nolaunch = ~has & (rng.random(2000) < 0.5)
+    got = _spread(codes_r, values, rid, has, nolaunch)
+    naive = np.array([(values[codes_r[r]] if codes_r[r] >= 0 else "") if h else (NO_LAUNCH if n else NO_RANGE)
+                      for r, h, n in zip(rid, has, nolaunch)], dtype=object)
+    assert list(got.categories) == sorted(set(naive))
+    assert (np.asarray(got, dtype=object) == naive).all()
 
 
 def test_launch_times_are_exact_for_epoch_timestamps(external):

@@ -61,9 +61,10 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     # Strings are looked up per range and only their codes spread over the kernels: a
     # 10M-kernel trace never builds 10M-element object arrays.
     if len(r):
-        name_codes = r["name"].cat.codes.to_numpy().astype(np.int64)
-        names = np.asarray(r["name"].cat.categories.astype(str), dtype=object)
-        path_codes, paths = pd.factorize(r["path"].to_numpy(dtype=object))
+        names, inv = np.unique(np.asarray(r["name"].cat.categories.astype(str), dtype=object), return_inverse=True)
+        codes = r["name"].cat.codes.to_numpy()
+        name_codes = np.where(codes >= 0, inv.reshape(-1)[codes], -1)
+        paths, path_codes = _sorted_distinct(r["path"])
         root = _roots(r["parent"].to_numpy())
     else:
         name_codes = path_codes = root = np.zeros(0, dtype=np.int64)
@@ -76,7 +77,7 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     out["duration"] = k["end"].to_numpy() - k["start"].to_numpy()
     out["range_id"] = rid
     out["range"] = _spread(name_codes, names, rid, has, nolaunch)
-    out["path"] = _spread(path_codes, np.asarray(paths, dtype=object), rid, has, nolaunch)
+    out["path"] = _spread(path_codes, paths, rid, has, nolaunch)
     out["step"] = _spread(name_codes[root], names, rid, has, nolaunch)
     out["layer"] = layers
     out["status"] = pd.Categorical.from_codes(status, categories=["range", "no_range", "no_launch"])
@@ -85,24 +86,50 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     return out
 
 
+def _sorted_distinct(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct strings of ``values``, sorted, and each row's index into them. Arrow
+    sorts them: a range per decode-step layer op makes millions of distinct paths, which
+    numpy sorts as Python objects in seconds. (UTF-8 byte order is code point order, the
+    order of Python's string comparison.)"""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(pa.chunked_array([pa.array(values, pa.large_string())]).combine_chunks())
+    order = pc.array_sort_indices(enc.dictionary).to_numpy()
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    distinct = enc.dictionary.take(order).to_numpy(zero_copy_only=False).astype(object)
+    return distinct, rank[enc.indices.to_numpy()]
+
+
 def _spread(codes_r: np.ndarray, values: np.ndarray, rid: np.ndarray, has: np.ndarray, nolaunch: np.ndarray) -> pd.Categorical:
     """Categorical over kernels of a per-range string (``values[codes_r]``, -1 for ""), with
-    the unattributed labels; its categories are the values that occur, sorted."""
-    # Code space: the values, then "", NO_RANGE and NO_LAUNCH. Only the values that occur
-    # are sorted (and duplicates merged), so the cost is per distinct string, not per kernel.
-    values = np.concatenate([values, np.array(["", NO_RANGE, NO_LAUNCH], dtype=object)])
-    nv = len(values) - 3
-    # int32 codes: fewer than 2**31 distinct strings, and each of these arrays has a row per kernel.
+    the unattributed labels; its categories are the values that occur, sorted. ``values``
+    are distinct and sorted: only the three labels are placed among them here, so the cost
+    is per kernel and per label, with no sort of strings."""
+    labels = ("", NO_RANGE, NO_LAUNCH)
+    nv = len(values)
+    # Code space: the values, then the labels. int32: each array here has a row per kernel.
     codes = np.full(len(rid), nv + 1, dtype=np.int32)
     if has.any():
         c = codes_r[rid[has]]
         codes[has] = np.where(c >= 0, c, nv)
     codes[nolaunch] = nv + 2
-    used = np.flatnonzero(np.bincount(codes, minlength=len(values)))
-    uniq, inv = np.unique(values[used], return_inverse=True)
-    remap = np.zeros(len(values), dtype=np.int32)
-    remap[used] = inv.reshape(-1)
-    return pd.Categorical.from_codes(remap[codes], categories=pd.Index(uniq, dtype=object))
+    used = np.flatnonzero(np.bincount(codes, minlength=nv + len(labels)))
+    kept = used[used < nv]
+    cats = values[kept]
+    remap = np.zeros(nv + len(labels), dtype=np.int32)
+    remap[kept] = np.arange(len(kept))
+    for code in sorted(used[used >= nv], key=lambda c: labels[c - nv]):
+        label = labels[code - nv]
+        pos = int(np.searchsorted(cats, label))
+        if pos < len(cats) and cats[pos] == label:  # a range of that very name: one category
+            remap[code] = pos
+            continue
+        cats = np.insert(cats, pos, label)
+        remap[remap >= pos] += 1  # placed labels move too: they are sorted, so only if after
+        remap[code] = pos
+    return pd.Categorical.from_codes(remap[codes], categories=pd.Index(cats, dtype=object))
 
 
 def _roots(parent: np.ndarray) -> np.ndarray:
