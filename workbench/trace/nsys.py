@@ -60,7 +60,9 @@ TEXT = {NVTX: ("text",)}
 
 def _pid(global_id: np.ndarray) -> np.ndarray:
     # nsys packs (vm, pid, tid) into globalTid/globalPid: pid lives in bits 24..55.
-    return (global_id >> 24) & 0xFFFFFFFF
+    pid = global_id >> 24
+    pid &= 0xFFFFFFFF  # in place: one temporary less, at 10M rows 80 MB
+    return pid
 
 
 def _tid(global_tid: np.ndarray) -> np.ndarray:
@@ -328,6 +330,8 @@ def _lookup(ids: np.ndarray, strings: dict[int, str], where: Path, what: str) ->
 
 def _text(values: np.ndarray) -> np.ndarray:
     """Decode bytes columns (non-UTF-8 text is shown with replacement characters)."""
+    if bytes not in set(map(type, values)):  # a BLOB among the TEXT: rare, and a loop per row
+        return values.copy()  # written to by the caller
     return np.array([v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in values], dtype=object)
 
 
@@ -453,7 +457,10 @@ def _ranges(db: _Db, strings, where) -> pd.DataFrame:
             where, f"NVTX range {str(text[i])[:80]!r} pushed at {starts[i]} ns on thread {_tid(gtid[i:i+1])[0]} never ends"
             f" ({int(unended.sum())} unmatched)"
         )
-    text = np.array([t if isinstance(t, str) else "" for t in text], dtype=object)
+    if set(map(type, text)) <= {str, type(None)}:
+        text[pd.isna(text)] = ""
+    else:  # numbers in a TEXT column (sqlite3 gives them as such): no name
+        text = np.array([t if isinstance(t, str) else "" for t in text], dtype=object)
     dom_ids, dom_codes = np.unique(domain_ids, return_inverse=True)
     return pd.DataFrame({
         "name": categorical(text),
