@@ -4,7 +4,8 @@
     python benchmarks/annotate_cost.py --device cuda --out benchmarks/results/annotate_cost_h200.json
 
 Per-range cost is the mean over a tight loop of ``with annotate(name): pass`` minus the same
-loop over a do-nothing context manager (the floor Python charges for any ``with``). The share
+loop over a do-nothing context manager (the floor Python charges for any ``with``), rounds of
+the three interleaved. The share
 of a decode step compares that cost times the ranges a step opens against the measured step,
 and the step itself is also timed with ranges on and off (eager, kv_write=fused).
 """
@@ -38,31 +39,36 @@ class _Floor:
         return False
 
 
-def per_call_ns(cm, n: int, rounds: int = 7) -> float:
-    """Median over ``rounds`` of the mean time of one ``with cm("kv_write"): pass``."""
-    samples = []
-    for _ in range(rounds):
-        t0 = time.perf_counter_ns()
-        for _ in range(n):
-            with cm("kv_write"):
-                pass
-        samples.append((time.perf_counter_ns() - t0) / n)
-    return statistics.median(samples)
+def per_call_ns(cm, n: int) -> float:
+    """Mean time of one ``with cm("kv_write"): pass`` over ``n`` iterations."""
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        with cm("kv_write"):
+            pass
+    return (time.perf_counter_ns() - t0) / n
 
 
-def range_costs(n: int) -> dict:
+def range_costs(n: int, rounds: int = 15) -> dict:
+    """Per round, the bare ``with``, ranges on and ranges off one after another; the costs are
+    the medians over rounds of each round's difference, so a noisy neighbour (a shared VM)
+    shifts all three alike and cancels out."""
     import torch
 
-    floor = per_call_ns(_Floor, n)
-    set_enabled(True)
-    on = per_call_ns(annotate, n)
-    set_enabled(False)
-    off = per_call_ns(annotate, n)
+    per_round = max(1, n // rounds)
+    on, off, floor = [], [], []
+    for _ in range(rounds):
+        f = per_call_ns(_Floor, per_round)
+        set_enabled(True)
+        on.append(per_call_ns(annotate, per_round) - f)
+        set_enabled(False)
+        off.append(per_call_ns(annotate, per_round) - f)
+        floor.append(f)
     set_enabled(True)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
-        profiled = per_call_ns(annotate, max(1, n // 10), rounds=3)
-    return {"floor_ns": floor, "enabled_ns": on - floor, "disabled_ns": off - floor,
-            "torch_profiler_active_ns": profiled - floor, "loop_iterations": n}
+        profiled = statistics.median(per_call_ns(annotate, max(1, n // 10)) for _ in range(3))
+    return {"floor_ns": statistics.median(floor), "enabled_ns": statistics.median(on),
+            "disabled_ns": statistics.median(off), "torch_profiler_active_ns": profiled - statistics.median(floor),
+            "loop_iterations": n, "rounds": rounds}
 
 
 def decode_share(device: str, repeats: int, variant: dict) -> dict:
