@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from workbench.analysis import BY, project, summary
-from workbench.analysis.projection import NO_LAUNCH, NO_RANGE, _spread, range_layers
+from workbench.analysis.projection import NO_LAUNCH, NO_RANGE, _sorted_distinct, _spread, range_layers
 from workbench.trace import import_file, load_dir, save
 from workbench.trace.model import _match_first
 
@@ -74,11 +74,19 @@ def test_spread_places_the_labels_as_a_sort_would(names):
     rid = rng.integers(-1, 40, 2000)
     has = rid >= 0
     nolaunch = ~has & (rng.random(2000) < 0.5)
-    got = _spread(codes_r, values, rid, has, nolaunch)
+    got = _spread(codes_r, values, rid[has], has, nolaunch)
     naive = np.array([(values[codes_r[r]] if codes_r[r] >= 0 else "") if h else (NO_LAUNCH if n else NO_RANGE)
                       for r, h, n in zip(rid, has, nolaunch)], dtype=object)
     assert list(got.categories) == sorted(set(naive))
     assert (np.asarray(got, dtype=object) == naive).all()
+
+
+@pytest.mark.parametrize("values", [["b", "a", "b", "", "ä", "a/b", "Z", "😀", "a", "\uffff", "\U00010000"], ["x"], []])
+def test_sorted_distinct_orders_as_python_does(values):
+    """Arrow's byte order of UTF-8 is Python's code point order; repeats share a code."""
+    distinct, codes = _sorted_distinct(pd.Series(pd.array(values, dtype="string")))
+    assert list(distinct) == sorted(set(values))
+    assert [distinct[c] for c in codes] == values
 
 
 def test_launch_times_are_exact_for_epoch_timestamps(external):

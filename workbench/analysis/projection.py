@@ -56,29 +56,31 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     r = trace.ranges
     rid = k["range_id"].to_numpy()
     has = rid >= 0
+    # The ranges of the kernels in one: rid itself when every kernel is in a range (the
+    # usual case; a subset would be one more row-sized array).
+    within = rid if has.all() else rid[has]
     nolaunch = k["launch_tid"].to_numpy() < 0
-    layers = np.full(len(k), -1, dtype=np.int64)
-    # Strings are looked up per range and only their codes spread over the kernels: a
-    # 10M-kernel trace never builds 10M-element object arrays.
+    # Strings are looked up per range and only their codes (int32) spread over the kernels:
+    # a 10M-kernel trace never builds 10M-element object arrays.
     if len(r):
         names, inv = np.unique(np.asarray(r["name"].cat.categories.astype(str), dtype=object), return_inverse=True)
         codes = r["name"].cat.codes.to_numpy()
-        name_codes = np.where(codes >= 0, inv.reshape(-1)[codes], -1)
+        name_codes = np.where(codes >= 0, inv.reshape(-1)[codes], -1).astype(np.int32)
         paths, path_codes = _sorted_distinct(r["path"])
         root = _roots(r["parent"].to_numpy())
+        layers = np.full(len(k), -1, dtype=np.int64)
+        layers[has] = range_layers(r, layer_regex)[within]
     else:
-        name_codes = path_codes = root = np.zeros(0, dtype=np.int64)
+        name_codes = path_codes = root = np.zeros(0, dtype=np.int32)
         names = paths = np.zeros(0, dtype=object)
-    if has.any():
-        layers[has] = range_layers(r, layer_regex)[rid[has]]
-    status = np.where(has, 0, 1).astype(np.int8)
+        layers = np.full(len(k), -1, dtype=np.int64)
+    status = (~has).astype(np.int8)
     status[nolaunch] = 2
-    out = k.copy(deep=False)
+    out = k.copy(deep=False)  # range_id included
     out["duration"] = k["end"].to_numpy() - k["start"].to_numpy()
-    out["range_id"] = rid
-    out["range"] = _spread(name_codes, names, rid, has, nolaunch)
-    out["path"] = _spread(path_codes, paths, rid, has, nolaunch)
-    out["step"] = _spread(name_codes[root], names, rid, has, nolaunch)
+    out["range"] = _spread(name_codes, names, within, has, nolaunch)
+    out["path"] = _spread(path_codes, paths, within, has, nolaunch)
+    out["step"] = _spread(name_codes[root], names, within, has, nolaunch)
     out["layer"] = layers
     out["status"] = pd.Categorical.from_codes(status, categories=["range", "no_range", "no_launch"])
     trace.memo[key] = out
@@ -94,25 +96,31 @@ def _sorted_distinct(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    enc = pc.dictionary_encode(pa.chunked_array([pa.array(values, pa.large_string())]).combine_chunks())
-    order = pc.array_sort_indices(enc.dictionary).to_numpy()
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    distinct = enc.dictionary.take(order).to_numpy(zero_copy_only=False).astype(object)
-    return distinct, rank[enc.indices.to_numpy()]
+    # Sorted, then told apart from their neighbours (a hash of millions of strings costs
+    # several times the sort).
+    strings = pa.chunked_array([pa.array(values, pa.large_string())]).combine_chunks()
+    order = pc.array_sort_indices(strings).to_numpy()
+    ordered = strings.take(order)
+    first = np.ones(len(order), dtype=bool)
+    if len(order) > 1:
+        first[1:] = pc.not_equal(ordered.slice(1), ordered.slice(0, len(order) - 1)).to_numpy(zero_copy_only=False)
+    codes = np.empty(len(order), dtype=np.int32)
+    codes[order] = np.cumsum(first, dtype=np.int32) - 1
+    return ordered.filter(first).to_numpy(zero_copy_only=False).astype(object), codes
 
 
-def _spread(codes_r: np.ndarray, values: np.ndarray, rid: np.ndarray, has: np.ndarray, nolaunch: np.ndarray) -> pd.Categorical:
+def _spread(codes_r: np.ndarray, values: np.ndarray, within: np.ndarray, has: np.ndarray, nolaunch: np.ndarray) -> pd.Categorical:
     """Categorical over kernels of a per-range string (``values[codes_r]``, -1 for ""), with
-    the unattributed labels; its categories are the values that occur, sorted. ``values``
-    are distinct and sorted: only the three labels are placed among them here, so the cost
-    is per kernel and per label, with no sort of strings."""
+    the unattributed labels; ``within``: the range of each kernel where ``has``. Its
+    categories are the values that occur, sorted. ``values`` are distinct and sorted: only
+    the three labels are placed among them here, so the cost is per kernel and per label,
+    with no sort of strings."""
     labels = ("", NO_RANGE, NO_LAUNCH)
     nv = len(values)
     # Code space: the values, then the labels. int32: each array here has a row per kernel.
-    codes = np.full(len(rid), nv + 1, dtype=np.int32)
-    if has.any():
-        c = codes_r[rid[has]]
+    codes = np.full(len(has), nv + 1, dtype=np.int32)
+    if len(within):
+        c = codes_r[within]
         codes[has] = np.where(c >= 0, c, nv)
     codes[nolaunch] = nv + 2
     used = np.flatnonzero(np.bincount(codes, minlength=nv + len(labels)))

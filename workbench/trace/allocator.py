@@ -1,12 +1,14 @@
 """Freed columns given back to the operating system.
 
-glibc's malloc serves a large allocation from its own mapping, but once it has seen such a
-block freed it raises its threshold to that block's size (up to 32 MiB) and serves later
-ones from its heap, where freed memory stays with the process. An import allocates and
-frees hundreds of column-sized arrays, so at 1M kernels about 90 MB of freed columns stayed
-resident: a third of the trace itself. A fixed threshold keeps every array of 1 MiB or more
-in its own mapping, unmapped as soon as it is freed (huge pages, which numpy asks for, keep
-mapping fresh memory cheap). Set once per process, on glibc only.
+An import allocates and frees hundreds of column-sized arrays; two allocators would keep the
+freed ones resident. glibc's malloc serves a large allocation from its own mapping, but once
+it has seen such a block freed it raises its threshold to that block's size (up to 32 MiB)
+and serves later ones from its heap, where freed memory stays with the process. Arrow's
+default pool (mimalloc) keeps freed buffers for reuse. At 1M kernels the two held ~90 MB and
+~50 MB: a half of the trace itself. So every array of 1 MiB or more gets its own mapping,
+unmapped as soon as it is freed (huge pages, which numpy asks for, keep fresh memory cheap),
+and Arrow allocates through malloc. Set once per process, when a trace is imported or
+opened; the mmap threshold on glibc only.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ _THRESHOLD = 1 << 20
 
 
 @cache
-def unmap_freed_arrays() -> bool:
-    """Whether the threshold was set (False off glibc)."""
+def return_freed_memory() -> None:
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
     if not sys.platform.startswith("linux"):
-        return False
+        return
     try:
         libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version  # glibc only: musl's mallopt does nothing
-        return bool(libc.mallopt(_M_MMAP_THRESHOLD, _THRESHOLD))
+        libc.mallopt(_M_MMAP_THRESHOLD, _THRESHOLD)
     except (OSError, AttributeError):
-        return False
+        pass

@@ -54,11 +54,11 @@ def sniff(path: str | os.PathLike) -> str:
 
 def import_file(path: str | os.PathLike) -> Trace:
     """Import any supported capture file into a normalized :class:`Trace`."""
-    from .allocator import unmap_freed_arrays
+    from .allocator import return_freed_memory
 
     path = Path(path)
     kind = sniff(path)
-    unmap_freed_arrays()
+    return_freed_memory()
     if kind == "kineto":
         from .kineto import read_kineto
 
