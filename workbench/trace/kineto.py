@@ -551,7 +551,12 @@ class _Columns:
         out = {}
         for k, parts in self.pieces.items():
             out[k] = cats[k].categorical(parts) if k in cats else np.concatenate(parts)
-        return pd.DataFrame(out)
+        return pd.DataFrame(out, copy=False)  # the columns are new arrays: no second copy
+
+
+def _constant(value: str, n: int) -> pd.Categorical:
+    """A column holding one string: its codes, not a million references converted later."""
+    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([value], dtype="string"))
 
 
 def _dims_all(values: list, where) -> np.ndarray:
@@ -755,10 +760,11 @@ class _Tables:
         tables = {}
         if kern.pieces:
             k = kern.frame({"name": names["kernels"]})
+            n = len(k)
             k["short_name"] = short_names(k["name"])
-            k["kind"] = "kernel"
-            k["pid"] = -1  # Kineto puts the device in pid; the launch join fills the process
-            k["launch_tid"] = -1
+            k["kind"] = _constant("kernel", n)
+            k["pid"] = np.full(n, -1, dtype=np.int64)  # Kineto puts the device in pid; the launch join fills the process
+            k["launch_tid"] = np.full(n, -1, dtype=np.int64)
             tables["kernels"] = k
         if api.pieces:
             a = api.frame({"name": names["api"]})
@@ -766,7 +772,7 @@ class _Tables:
             tables["api"] = a
         if rng.pieces:
             r = rng.frame({"name": names["ranges"]})
-            r["domain"] = "record_function"
+            r["domain"] = _constant("record_function", len(r))
             tables["ranges"] = r
         if mcpy.pieces:
             tables["memcpy"] = mcpy.frame({"kind": names["memcpy"]})

@@ -179,9 +179,6 @@ def load(path: str | os.PathLike) -> Trace:
     analysis asks through ``Trace.columns``: the per-layer summary of a 10M-kernel trace
     reads four kernel columns, not twenty.
     """
-    from .allocator import return_freed_memory
-
-    return_freed_memory()
     path = Path(path)
     if not path.is_dir():
         raise WorkbenchError(path, "not a directory")
