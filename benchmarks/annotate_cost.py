@@ -7,7 +7,8 @@ Per-range cost is the mean over a tight loop of ``with annotate(name): pass`` mi
 loop over a do-nothing context manager (the floor Python charges for any ``with``), rounds of
 the three interleaved. The share
 of a decode step compares that cost times the ranges a step opens against the measured step,
-and the step itself is also timed with ranges on and off (eager, kv_write=fused).
+and the step itself is also timed with ranges on and off (eager, kv_write=fused), in
+alternating blocks; the step medians are the medians of the blocks' medians.
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ def range_costs(n: int, rounds: int = 15) -> dict:
             "loop_iterations": n, "rounds": rounds}
 
 
+BLOCKS = 4  # per state
+
+
 def decode_share(device: str, repeats: int, variant: dict) -> dict:
     from workbench import workloads
     from workbench.engines import build
@@ -78,12 +82,19 @@ def decode_share(device: str, repeats: int, variant: dict) -> dict:
 
     v = workloads.resolve("decoder", {"kv_write": "fused", **variant})
     engine = build("decoder", v, "eager", device)
-    out = {}
-    for state in (True, False):
+    # Blocks with ranges on and off alternate (after one warm-up block, as a GPU's clocks
+    # ramp up): a drift over the run then touches both states alike.
+    time_engine(engine, steps=3, repeats=max(1, repeats // 4), warmup=3, progress=False)
+    blocks: dict[str, list] = {"enabled": [], "disabled": []}
+    for i in range(2 * BLOCKS):
+        state = i % 2 == 1
         set_enabled(state)
-        t = time_engine(engine, steps=3, repeats=repeats, warmup=3, progress=False)["timing"]
-        out["enabled" if state else "disabled"] = {k: t["decode_step_ms"][k] for k in ("median", "min", "max", "n")}
+        t = time_engine(engine, steps=3, repeats=max(1, repeats // BLOCKS), warmup=1, progress=False)["timing"]
+        blocks["enabled" if state else "disabled"].append(t["decode_step_ms"])
     set_enabled(True)
+    out = {state: {"median": statistics.median(b["median"] for b in got), "min": min(b["min"] for b in got),
+                   "max": max(b["max"] for b in got), "n": sum(b["n"] for b in got), "blocks": len(got)}
+           for state, got in blocks.items()}
     out["ranges_per_step"] = 2 + 5 * v["layers"]  # step_i, lm_head, and layer + 4 regions per layer
     out["variant"] = v
     out["timer"] = t["timer"]
