@@ -133,6 +133,10 @@ class _Db:
         with no index (nsys creates none) a table can only be scanned in rowid order, which is
         the order of its pages. Problems found here are left for :meth:`read` to report, in
         its order."""
+        try:
+            from . import _sqlite_pages  # noqa: F401 - built by pip install where a C compiler is
+        except ImportError:
+            return
         if KERNEL not in self.tables or any(
             os.path.exists(f"{db_path}{suffix}") and os.path.getsize(f"{db_path}{suffix}") for suffix in ("-journal", "-wal")
         ):
