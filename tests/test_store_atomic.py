@@ -131,9 +131,14 @@ def test_kill_at_random_times(files, tmp_path):
     """Six more kills spread over the whole import, for stages the list above may miss."""
     root = tmp_path / "traces"
     want = _counts(files["big"])
+    # Spread over this machine's own import time (process start included), measured first:
+    # fixed delays would all fall after the end once imports get faster.
+    t0 = time.monotonic()
+    assert _kill_at(_spawn("import", files["big"], "--name", "timed", root=root), root, None, None) == "finished first"
+    took = time.monotonic() - t0
     outcomes = []
     for i in range(6):
-        delay = 0.2 + 0.45 * i
+        delay = took * (0.1 + 0.15 * i)
         outcomes.append(_kill_at(_spawn("import", files["big"], "--name", f"b{i}", root=root), root, None, delay))
         for name in list_traces(root):
             _assert_complete(root / name, want)
