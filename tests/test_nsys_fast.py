@@ -196,6 +196,23 @@ def test_pending_wal_read_by_sqlite(tmp_path, monkeypatch):
         con.close()
 
 
+def test_huge_payload_size_declined(tmp_path, monkeypatch):
+    """A damaged cell claiming a payload of ~2**64 bytes (which once wrapped an allocation
+    size): the page reader declines and sqlite3 reports the damage, no crash."""
+    path = _loose_file(tmp_path / "t.sqlite")
+    con = sqlite3.connect(path)
+    root = con.execute("select rootpage from sqlite_master where name = ?", (nsys.KERNEL,)).fetchone()[0]
+    page_size = con.execute("pragma page_size").fetchone()[0]
+    con.close()
+    data = bytearray(path.read_bytes())
+    page = (root - 1) * page_size
+    assert data[page] == 0x0D, "the kernel table fits one leaf page"
+    cell = page + int.from_bytes(data[page + 8 : page + 10], "big")
+    data[cell : cell + 9] = b"\xff" * 9  # a 9-byte varint: 2**64 - 1
+    path.write_bytes(bytes(data))
+    _compare(path, monkeypatch)
+
+
 def test_damaged_file_identical(tmp_path, monkeypatch):
     path = _loose_file(tmp_path / "t.sqlite")
     data = bytearray(path.read_bytes())

@@ -147,6 +147,8 @@ static int walk(Db *db, uint32_t pgno, int depth, Leaves *lv, uint8_t *buf) {
 static const uint8_t *payload(Db *db, const uint8_t *p, const uint8_t *page_end, uint64_t size) {
     uint64_t U = db->usable, X = U - 35;
     if (size <= X) return p + size <= page_end ? p : NULL;
+    /* A damaged size could be anything up to 2^64: no record outgrows the file. */
+    if (size > (uint64_t)db->npages * U) return NULL;
     uint64_t M = ((U - 12) * 32 / 255) - 23;
     uint64_t K = M + ((size - M) % (U - 4));
     uint64_t local = K <= X ? K : M;
