@@ -201,15 +201,11 @@ def main(argv=None):
     load0 = os.getloadavg()[0]
     out = fn(*args)
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     out["task"] = task
-    # CPU time of the whole process (imports included) and of the worker processes it waited
-    # for (the Kineto importer parses large files in parallel): less sensitive than wall time
-    # to other work on the machine; the 1-minute load average says how busy the machine was.
-    out["cpu_s"] = ru.ru_utime + ru.ru_stime + kids.ru_utime + kids.ru_stime
-    # The largest worker's peak (Linux: KiB); workers run side by side, so the machine's peak
-    # is at most peak_rss_bytes + (number of workers) * this.
-    out["workers_max_rss_bytes"] = kids.ru_maxrss * 1024
+    # CPU time of the whole process (imports and the importers' reader threads included): less
+    # sensitive than wall time to other work on the machine; the 1-minute load average says
+    # how busy the machine was.
+    out["cpu_s"] = ru.ru_utime + ru.ru_stime
     out["loadavg_1m"] = [load0, os.getloadavg()[0]]
     sys.stdout.write(json.dumps(out) + "\n")
 
