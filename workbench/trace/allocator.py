@@ -7,9 +7,11 @@ and serves later ones from its heap, where freed memory stays with the process. 
 default pool (mimalloc) keeps freed buffers for reuse. At 1M kernels the two held ~90 MB and
 ~50 MB: a half of the trace itself. So every array of 1 MiB or more gets its own mapping,
 unmapped as soon as it is freed (huge pages, which numpy asks for, keep fresh memory cheap),
-and Arrow allocates through malloc. Set once per process, when a trace is imported;
-the mmap threshold on glibc only. (Not when a stored trace is opened: reading Parquet
-reuses Arrow's freed buffers, and mapping every one afresh made a 10M-kernel summary 40% slower.)
+and Arrow allocates through malloc. Set once per process, when an nsys export is imported
+(its trace is 2-3x the export, so memory binds there); the mmap threshold on glibc only. Not
+for Kineto JSON, whose trace is a fraction of the file (mapping fresh memory for every column
+made a 1M-kernel import ~15% slower), nor when a stored trace is opened (reading Parquet reuses
+Arrow's freed buffers; mapping every one afresh made a 10M-kernel summary 40% slower).
 """
 
 from __future__ import annotations
