@@ -68,12 +68,12 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
         name_codes = np.where(codes >= 0, inv.reshape(-1)[codes], -1).astype(np.int32)
         paths, path_codes = _sorted_distinct(r["path"])
         root = _roots(r["parent"].to_numpy())
-        layers = np.full(len(k), -1, dtype=np.int64)
-        layers[has] = range_layers(r, layer_regex)[within]
     else:
         name_codes = path_codes = root = np.zeros(0, dtype=np.int32)
         names = paths = np.zeros(0, dtype=object)
-        layers = np.full(len(k), -1, dtype=np.int64)
+    layers = np.full(len(k), -1, dtype=np.int64)
+    if len(within):
+        layers[has] = range_layers(r, layer_regex)[within]
     status = (~has).astype(np.int8)
     status[nolaunch] = 2
     out = k.copy(deep=False)  # range_id included

@@ -304,6 +304,11 @@ static int parse_columns(PyObject *seq, int **out, int *n) {
     if (!fast) return -1;
     *n = (int)PySequence_Fast_GET_SIZE(fast);
     *out = calloc((size_t)*n + 1, sizeof(int));
+    if (!*out) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
     for (int i = 0; i < *n; i++) (*out)[i] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
     Py_DECREF(fast);
     return PyErr_Occurred() ? -1 : 0;

@@ -36,7 +36,7 @@ import pandas as pd
 
 from ..errors import TraceFormatError
 from .model import Trace, build
-from .names import short_names
+from .names import constant, short_names
 from .nesting import nest, thread_blocks
 
 _HEAD = 1 << 20  # the first read, which holds the header of most files
@@ -554,10 +554,6 @@ class _Columns:
         return pd.DataFrame(out, copy=False)  # the columns are new arrays: no second copy
 
 
-def _constant(value: str, n: int) -> pd.Categorical:
-    """A column holding one string: its codes, not a million references converted later."""
-    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([value], dtype="string"))
-
 
 def _dims_all(values: list, where) -> np.ndarray:
     """``_dims`` of each value as an (n, 3) array; one C-level pass for lists of 3 ints."""
@@ -760,11 +756,10 @@ class _Tables:
         tables = {}
         if kern.pieces:
             k = kern.frame({"name": names["kernels"]})
-            n = len(k)
             k["short_name"] = short_names(k["name"])
-            k["kind"] = _constant("kernel", n)
-            k["pid"] = np.full(n, -1, dtype=np.int64)  # Kineto puts the device in pid; the launch join fills the process
-            k["launch_tid"] = np.full(n, -1, dtype=np.int64)
+            # Categories of dtype "string", as the column of str it replaces had once typed.
+            # No pid: Kineto puts the device there; the launch join fills the process.
+            k["kind"] = constant("kernel", len(k), "string")
             tables["kernels"] = k
         if api.pieces:
             a = api.frame({"name": names["api"]})
@@ -772,7 +767,7 @@ class _Tables:
             tables["api"] = a
         if rng.pieces:
             r = rng.frame({"name": names["ranges"]})
-            r["domain"] = _constant("record_function", len(r))
+            r["domain"] = constant("record_function", len(r), "string")
             tables["ranges"] = r
         if mcpy.pieces:
             tables["memcpy"] = mcpy.frame({"kind": names["memcpy"]})

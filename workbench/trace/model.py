@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceFormatError, WorkbenchError
+from .names import constant
 from .nesting import nest, thread_blocks
 
 # Column -> dtype of each table. Strings are categoricals: names repeat millions of times.
@@ -94,7 +95,7 @@ def _typed(table: str, df: pd.DataFrame, where: str, only: list[str] | None = No
         else:
             default = _DEFAULTS[dtype]
             if dtype == "category":
-                cols[col] = pd.Categorical.from_codes(np.zeros(n, np.int8), categories=pd.Index([default])) if n else pd.Categorical([])
+                cols[col] = constant(default, n) if n else pd.Categorical([])
             elif dtype == "string":
                 cols[col] = pd.array([default] * n, dtype="string")
             else:
@@ -301,8 +302,7 @@ def _match_first(t_pid: np.ndarray | None, t_corr: np.ndarray, q_pid: np.ndarray
         return out
     pids = [None] if q_pid is None else pd.unique(q_pid)
     if len(pids) == 1:
-        p = pids[0]
-        rows = None if p is None or t_pid.min() == t_pid.max() == p else np.flatnonzero(t_pid == p)
+        rows = _rows_of(t_pid, pids[0])
         tc = t_corr if rows is None else t_corr[rows]
         if len(tc) and (tc[1:] > tc[:-1]).all():
             # One process's ids, rising row after row (nsys's runtime table): a binary search
@@ -317,10 +317,8 @@ def _match_first(t_pid: np.ndarray | None, t_corr: np.ndarray, q_pid: np.ndarray
         # (its memory is bounded by one int64 per row).
         table = np.empty(span, dtype=np.int64)
         for p in pids:
-            if p is None or (t_pid[0] == p and t_pid.min() == t_pid.max()):
-                rows = np.arange(len(t_corr))
-            else:
-                rows = np.flatnonzero(t_pid == p)
+            rows = _rows_of(t_pid, p)
+            rows = np.arange(len(t_corr)) if rows is None else rows
             queries = np.arange(len(q_corr)) if len(pids) == 1 else np.flatnonzero(q_pid == p)
             at = t_corr[rows] - lo
             table.fill(len(t_corr))
@@ -345,6 +343,13 @@ def _match_first(t_pid: np.ndarray | None, t_corr: np.ndarray, q_pid: np.ndarray
     sk = tk[order]
     pos = np.minimum(np.searchsorted(sk, qk), len(sk) - 1)
     return np.where(sk[pos] == qk, order[pos], -1)
+
+
+def _rows_of(t_pid: np.ndarray | None, p) -> np.ndarray | None:
+    """The table rows of process ``p``; None for all of them (no subset copied)."""
+    if p is None or t_pid.min() == t_pid.max() == p:
+        return None
+    return np.flatnonzero(t_pid == p)
 
 
 def _join_launches(kernels: pd.DataFrame, api: pd.DataFrame) -> None:

@@ -61,6 +61,11 @@ def categorical(values) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(uniq))
 
 
+def constant(value: str, n: int, dtype: str | None = None) -> pd.Categorical:
+    """A categorical column holding one string: ``n`` codes, not ``n`` references to it."""
+    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([value], dtype=dtype))
+
+
 def categorical_take(values, codes) -> pd.Categorical:
     """``categorical(values[codes])``, factorizing only ``values`` (say the name of each
     distinct id) instead of one object per row: ~1 s less for a million rows."""

@@ -30,7 +30,7 @@ import pandas as pd
 
 from ..errors import TraceFormatError, WorkbenchError
 from .model import Trace, build
-from .names import categorical, categorical_take
+from .names import categorical, categorical_take, constant
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -111,13 +111,16 @@ class _Db:
     def __init__(self, con: sqlite3.Connection, where: Path):
         self.con, self.where = con, where
         self._pages: _Pages | None = None
+        self._columns: dict[str, set[str]] = {}  # asked for by prefetch and read alike
         try:
             self.tables = {r[0] for r in con.execute("select name from sqlite_master where type in ('table','view')")}
         except sqlite3.DatabaseError as e:
             raise TraceFormatError(where, f"not a readable SQLite database ({e})") from None
 
     def columns(self, table: str) -> set[str]:
-        return {r[1] for r in self.con.execute(f'pragma table_info("{table}")')}
+        if table not in self._columns:
+            self._columns[table] = {r[1] for r in self.con.execute(f'pragma table_info("{table}")')}
+        return self._columns[table]
 
     def wanted(self, table: str) -> list[str]:
         """The columns of ``table`` to read; raises if a required one is missing."""
@@ -391,7 +394,7 @@ def _kernels(db: _Db, strings, where) -> pd.DataFrame:
     cols = {
         "name": categorical_take(*_lookup(name_ids, strings, where, f"{KERNEL}.demangledName")),
         "short_name": categorical_take(*_lookup(short_ids, strings, where, f"{KERNEL}.shortName")),
-        "kind": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=["kernel"]),
+        "kind": constant("kernel", n),
         "start": _ints(k, "start", where, KERNEL),
         "end": _ints(k, "end", where, KERNEL),
         "device": _ints(k, "deviceId", where, KERNEL),
@@ -403,7 +406,6 @@ def _kernels(db: _Db, strings, where) -> pd.DataFrame:
                      ("blockX", "block_x"), ("blockY", "block_y"), ("blockZ", "block_z")):
         cols[dst] = _ints(k, src, where, KERNEL, default=-1)
     cols["graph"] = k["graphNodeId"].notna().to_numpy() if "graphNodeId" in k else np.zeros(n, bool)
-    cols["launch_tid"] = np.full(n, -1, dtype=np.int64)
     # One frame of the columns as they are: setting columns one by one would copy each.
     return pd.DataFrame(cols, copy=False)
 
