@@ -333,3 +333,75 @@ def test_scanned_times_are_python_floats_in_ns(monkeypatch):
     end, (rows, *_) = kineto._scan(memoryview(("[" + body + "]").encode()))
     expected = kineto._ns(np.array([float(t) for t in texts]))
     assert (rows["kernels"]["start"] == expected).all()
+
+
+# ---------------------------------------------------------------- the scanner's layouts and memos
+
+def varied_events(n: int, seed: int) -> str:
+    """Events of a few fixed byte layouts whose values vary in length, form and type: what the
+    scanner reads along learnt layouts and remembered values (see ``shapes`` there)."""
+    rng = random.Random(seed)
+    ints = ["0", "7", "12", "123", "-1", "9223372036854775807", "-9223372036854775808", "1000000000000"]
+    nums = ints + ["1.5", "12.25", "1e3", "1E-2", "0.000", "5080807972648.400", "-0.0", "2.5e+1"]
+    strs = ['"k"', '"kk"', r'"k\"q"', r'"\u00e9t\u00e9"', '"中文"', '"a\\\\b"', '""', '"k\\n"']
+    times = [t for t in nums if len(t) < 19]  # beyond ~140 years the scanner leaves it to the checks
+    skips = nums + strs + ["null", "true", "false", "[]", "{}", '[1, {"a": [2, "]"]}]', '{"x": {"y": null}}']
+    grids = ["[1, 1, 1]", "[4, 7, 1]", "[4, 7]", "[12, 1, 1, 1]", "[]", "null", "[1,1,1]"]
+    ids = ints + ["null"]
+    layouts = [
+        '{\n    "ph": "X", "cat": "kernel", "name": %(name)s, "pid": 0, "tid": %(id)s,\n    "ts": %(ts)s, '
+        '"dur": %(dur)s,\n    "args": {\n      "External id": %(skip)s, "device": %(id2)s, "stream": 7, '
+        '"correlation": %(id3)s, "grid": %(grid)s, "block": %(grid2)s, "occupancy": %(skip2)s\n    }\n  }',
+        '{\n    "ph": "X", "cat": "cuda_runtime", "name": %(name)s, "pid": %(id)s, "tid": 5,\n    "ts": %(ts)s, '
+        '"dur": %(dur)s,\n    "args": {\n      "cbid": %(skip)s, "correlation": %(id3)s\n    }\n  }',
+        '{"ph": "X", "cat": "cpu_op", "name": %(name)s, "pid": 5, "tid": %(id)s, "ts": %(ts)s, "dur": %(dur)s, '
+        '"args": {"skip": %(skip)s, "more": %(skip2)s}}',
+        '{"ph": "f", "id": %(skip)s, "pid": 0, "tid": 7, "ts": %(ts)s, "cat": "ac2g", "name": "ac2g", "bp": "e"}',
+    ]
+    out = []
+    for _ in range(n):
+        # a few values repeat for a while, as a kernel's grid does, then change
+        values = {
+            "name": rng.choice(strs), "id": rng.choice(ids), "id2": rng.choice(ids), "id3": rng.choice(ids),
+            "ts": rng.choice(times), "dur": rng.choice([t for t in times if t[0] != "-"]), "skip": rng.choice(skips), "skip2": rng.choice(skips),
+            "grid": rng.choice(grids), "grid2": rng.choice(grids[:3]),
+        }
+        event = rng.choice(layouts) % values
+        if rng.random() < 0.02:
+            event = event.replace(", ", ",  ", 1)  # a layout seen once
+        out.append(event)
+    return "[\n  " + ",\n  ".join(out) + "\n]"
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_scanner_reads_varied_values_in_repeated_layouts_as_the_other_paths(tmp_path, monkeypatch, seed):
+    path = tmp_path / "varied.json"
+    path.write_text('{"traceEvents": ' + varied_events(6000, seed) + "}", encoding="utf-8")
+    monkeypatch.setattr(kineto, "_CHUNK", 64 << 10)
+    fast, all_scanned = outcome(path, monkeypatch, True)
+    assert all_scanned
+    plain, _ = outcome(path, monkeypatch, False)
+    assert_same_outcome(fast, plain)
+    assert len(fast.kernels) > 1000
+
+
+def test_scanner_declines_a_repeated_layout_gone_bad(tmp_path, monkeypatch):
+    """A value that the learnt layout read before, now of a type the scanner leaves to the
+    other paths (a string ts) or a field given twice, is declined there too."""
+    good = KERNEL % ARGS
+    for bad in (good.replace("10.5", '"soon"'), good.replace('"dur": 2', '"dur": 2, "dur": 2'),
+                good.replace('"ts": 10.5', '"ts": 10.5 ').replace('"dur": 2', '"dur": 2, "ts": 3')):
+        text = "[" + ",".join([good] * 50 + [bad] + [good] * 5) + "]"
+        from workbench.trace import _kineto_scan
+
+        assert _kineto_scan.scan(text.encode()) is None, bad
+
+
+def test_scanner_with_more_layouts_than_it_remembers(monkeypatch):
+    """Every event of its own layout (unique keys): the trie fills up and the rest is read
+    generically, with the same rows."""
+    events = [KERNEL.replace('"pid": 0', f'"pid": 0, "extra{i}": {i}') % ARGS for i in range(6000)]
+    body = ("[" + ",".join(events) + "]").encode()
+    end, (rows, *_) = kineto._scan(memoryview(body))
+    assert end == len(body) and len(rows["kernels"]["start"]) == 6000
+    assert (rows["kernels"]["correlation"] == 1).all()

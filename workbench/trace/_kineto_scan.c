@@ -40,6 +40,9 @@ typedef struct {
     const uchar *s;    /* T_STR: the text between the quotes; T_NUM/T_INT: the number's text */
     size_t n;
     int64_t i;         /* T_INT */
+    uint64_t m;        /* T_NUM: the digits, and the power of ten they are scaled by */
+    int exp10;
+    uint8_t neg, exact; /* exact: m holds every digit */
 } Val;
 
 /* A grid/block list: ok when every element is an int64 (also when there are not three). */
@@ -217,43 +220,86 @@ static size_t unescape(const Val *v, uchar *out) {
 
 static inline int is_digit(uchar c) { return c >= '0' && c <= '9'; }
 
-/* JSON's number grammar; an integer that fits int64 is T_INT, any other number T_NUM. */
+/* How many of the 8 bytes of x, lowest first, are ASCII digits before the first that is not
+   (7 bits of each byte are compared at a time: no carry crosses into the next byte). */
+static inline unsigned leading_digits(uint64_t x) {
+    const uint64_t high = 0x8080808080808080ULL;
+    uint64_t low7 = x & ~high;
+    uint64_t digit = (low7 + 0x5050505050505050ULL) & ~(low7 + 0x4646464646464646ULL) & ~x & high;
+    uint64_t other = ~digit & high;
+    return other ? (unsigned)__builtin_ctzll(other) >> 3 : 8;
+}
+
+/* The value of eight ASCII digits, the first in the lowest byte: pairs, then fours, in lanes. */
+static inline uint64_t eight_value(uint64_t x) {
+    x -= 0x3030303030303030ULL;
+    x = x * 10 + (x >> 8);
+    x = ((x & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32)) +
+         ((x >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32))) >> 32;
+    return (uint32_t)x;
+}
+
+/* Past the run of digits at p, accumulated into *m (mod 2**64), a word at a time where it
+   can: a run shorter than a word is shifted up and led by zeros. */
+static inline const uchar *digit_run(const uchar *p, const uchar *end, uint64_t *m) {
+    static const uint64_t pow10_int[8] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000};
+    uint64_t v = *m, x;
+    for (; end - p >= 8; p += 8) {
+        memcpy(&x, p, 8);
+        unsigned n = leading_digits(x);
+        if (n < 8) {
+            if (n) v = v * pow10_int[n] + eight_value((x << (64 - 8 * n)) | (0x3030303030303030ULL >> (8 * n)));
+            *m = v;
+            return p + n;
+        }
+        v = v * 100000000 + eight_value(x);
+    }
+    for (; p < end && is_digit(*p); p++) v = v * 10 + (*p - '0');
+    *m = v;
+    return p;
+}
+
+/* JSON's number grammar; an integer that fits int64 is T_INT, any other number T_NUM, with
+   its digits as a mantissa and a power of ten (exact when it has at most 19 digits). */
 static inline __attribute__((always_inline)) int scan_number(const uchar **pp, const uchar *end, Val *v) {
     const uchar *p = *pp, *start = p;
-    int neg = 0, integer = 1, overflow = 0;
-    uint64_t m = 0;
-    if (*p == '-') {
-        neg = 1;
-        p++;
-    }
+    int neg = *p == '-', integer = 1, exp10 = 0;
+    uint64_t m = 0; /* wraps past 19 digits, which then count as inexact */
+    p += neg;
     if (p >= end) return 0;
+    const uchar *digits = p;
     if (*p == '0') p++;
-    else if (*p >= '1' && *p <= '9') {
-        for (; p < end && is_digit(*p); p++) {
-            unsigned d = *p - '0';
-            if (m > (UINT64_MAX - d) / 10) overflow = 1;
-            else m = m * 10 + d;
-        }
-    } else return 0;
+    else if (*p >= '1' && *p <= '9') p = digit_run(p, end, &m);
+    else return 0;
+    size_t n = (size_t)(p - digits);
     if (p < end && *p == '.') {
         const uchar *q = ++p;
-        while (p < end && is_digit(*p)) p++;
+        p = digit_run(p, end, &m);
         if (p == q) return 0;
+        n += (size_t)(p - q);
+        exp10 = -(int)(p - q);
         integer = 0;
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
+        int eneg = p < end && *p == '-', e = 0;
         if (p < end && (*p == '+' || *p == '-')) p++;
         const uchar *q = p;
-        while (p < end && is_digit(*p)) p++;
+        for (; p < end && is_digit(*p); p++) e = e * 10 + (*p - '0');
         if (p == q || p - q > 2) return 0; /* |exponent| < 100: never inf, never 0 */
+        exp10 += eneg ? -e : e;
         integer = 0;
     }
     if (p >= end || p - start > MAX_NUMBER) return 0;
     v->s = start;
     v->n = (size_t)(p - start);
+    v->m = m;
+    v->exp10 = exp10;
+    v->neg = neg;
+    v->exact = n <= 19;
     v->type = T_NUM;
-    if (integer && !overflow) {
+    /* 19 digits or fewer cannot wrap; INT64_MAX has 19, so no longer integer fits */
+    if (integer && v->exact) {
         if (!neg && m <= (uint64_t)INT64_MAX) {
             v->type = T_INT;
             v->i = (int64_t)m;
@@ -274,32 +320,11 @@ static double number(const Val *v) {
     /* Clinger's fast path: an exact mantissa scaled by an exact power of ten, one rounding. */
     static const double pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-    const uchar *p = v->s, *end = v->s + v->n;
-    int neg = *p == '-';
-    p += neg;
-    uint64_t m = 0;
-    int digits = 0, exp10 = 0;
-    for (; p < end && is_digit(*p); p++, digits++) m = digits < 19 ? m * 10 + (*p - '0') : m;
-    if (digits > 19) goto slow;
-    if (p < end && *p == '.')
-        for (p++; p < end && is_digit(*p); p++, digits++, exp10--) {
-            if (digits >= 19) goto slow;
-            m = m * 10 + (*p - '0');
-        }
-    if (p < end) {
-        p++;
-        int eneg = *p == '-';
-        if (*p == '-' || *p == '+') p++;
-        int e = 0;
-        for (; p < end; p++) e = e * 10 + (*p - '0');
-        exp10 += eneg ? -e : e;
+    if (v->exact && v->m <= (1ULL << 53) && v->exp10 >= -22 && v->exp10 <= 22) {
+        double x = (double)v->m;
+        x = v->exp10 < 0 ? x / pow10[-v->exp10] : x * pow10[v->exp10];
+        return v->neg ? -x : x;
     }
-    if (m <= (1ULL << 53) && exp10 >= -22 && exp10 <= 22) {
-        double x = (double)m;
-        x = exp10 < 0 ? x / pow10[-exp10] : x * pow10[exp10];
-        return neg ? -x : x;
-    }
-slow:;
     char text[MAX_NUMBER + 1];
     memcpy(text, v->s, v->n);
     text[v->n] = 0;
@@ -381,10 +406,25 @@ static int skip_value(const uchar **pp, const uchar *end, int depth) {
 enum { F_PH, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS, NF };
 enum { A_CORRELATION, A_DEVICE, A_STREAM, A_BYTES, A_GRID, A_BLOCK, NA };
 
+/* Where the generic parse of an event found its values (see ------ shapes). */
+enum { ACT_END, ACT_SKIP, ACT_FIELD, ACT_ARG, ACT_ARGS_OPEN };
+#define MAX_STEPS 64
+
+typedef struct {
+    const uchar *start, *end; /* the value's bytes; ACT_ARGS_OPEN: just past the "{" */
+    uint8_t action, key, depth;
+} Step;
+
+typedef struct {
+    Step steps[MAX_STEPS];
+    int n; /* more than MAX_STEPS: not recorded */
+} Rec;
+
 typedef struct {
     Val f[NF];
     Val a[NA];
     Dims dims[2]; /* grid, block */
+    Rec *rec;     /* the generic parse records its steps here; NULL for none */
 } Event;
 
 typedef struct {
@@ -464,6 +504,11 @@ static int scan_field(const uchar **pp, const uchar *end, Val *v, int depth) {
     return scan_value(pp, end, v, depth);
 }
 
+static inline void record(Rec *rec, const uchar *start, const uchar *end, int action, int key, int depth) {
+    if (rec->n < MAX_STEPS) rec->steps[rec->n] = (Step){start, end, (uint8_t)action, (uint8_t)(key < 0 ? 0 : key), (uint8_t)depth};
+    rec->n++;
+}
+
 typedef int (*member_fn)(void *ctx, int key, const uchar **pp, const uchar *end, int depth);
 
 /* An object's members: those whose key is one of keys go to member, the others are skipped. */
@@ -484,7 +529,15 @@ static inline __attribute__((always_inline)) int scan_object(const uchar **pp, c
         p = skip_ws(p + 1, end);
         if (p >= end) return 0;
         int key = key_index(&k, end, keys, nkeys);
+        Rec *rec = ((Event *)ctx)->rec;
+        const uchar *value = p;
+        int action = key < 0 ? ACT_SKIP : keys == event_keys ? ACT_FIELD : ACT_ARG;
+        if (rec && action == ACT_FIELD && key == F_ARGS && *p == '{') {
+            record(rec, p + 1, p + 1, ACT_ARGS_OPEN, key, depth + 1); /* its members follow */
+            rec = NULL;
+        }
         if (!(key >= 0 ? member(ctx, key, &p, end, depth + 1) : skip_value(&p, end, depth + 1))) return 0;
+        if (rec) record(rec, value, p, action, key, depth + 1);
         p = skip_ws(p, end);
         if (p >= end) return 0;
         if (*p == '}') {
@@ -645,12 +698,40 @@ typedef struct {
     double ts;
 } BeginEnd;
 
+/* A trie of the byte layouts of the events seen: a node is the literal bytes up to a value
+   (whitespace, punctuation, the key) and what the generic parse did with that value. */
+#define MEMO_MAX 40
+#define MEMO_GIVE_UP -16
+
+typedef struct {
+    uint32_t lit, len;      /* the literal, in Shapes.text */
+    int32_t child, sibling; /* node indices, -1 for none */
+    uint8_t action, key, depth;
+    /* The last value read here, when short: values repeat (a kernel's grid, a constant arg),
+       and the same bytes in the same place are the same value, read as before. */
+    uint8_t memo_len; /* 0: none */
+    int8_t memo_score; /* hits raise it, misses lower it; memos stop below MEMO_GIVE_UP */
+    Val memo_val;
+    Dims memo_dims;
+    uchar memo[MEMO_MAX + 16]; /* padded for whole-vector compares */
+} Node;
+
+typedef struct {
+    Buf nodes; /* Node */
+    Buf text;  /* literals, each followed by 16 bytes of padding for whole-vector loads */
+    int32_t root; /* the first node of the first level, -1 for none */
+} Shapes;
+
+#define MAX_NODES 4096
+#define MAX_SHAPE_TEXT (1 << 20)
+
 typedef struct {
     Buf rows[NT];
     Interner names[NT];
     Buf begin_end; /* BeginEnd */
     Buf be_names;
     Buf scratch;   /* an escaped string's text */
+    Shapes shapes;
     Py_ssize_t events, gpu_user_annotations;
 } Scan;
 
@@ -801,6 +882,150 @@ static int add_event(Scan *s, const Event *e) {
     return add_row(s, g, e, driver);
 }
 
+/* ------------------------------------------------------------------ shapes
+
+   Most events of a trace repeat a few byte layouts: the same keys in the same order with the
+   same whitespace, only the values differ. An event that follows a layout seen before is read
+   by comparing its literal bytes and parsing just its values, each with the function the
+   generic parse used for that key; the result is the same because equal bytes in the same
+   place of the grammar parse the same way. An event that leaves every known layout is parsed
+   generically from its start, and its layout joins the trie. */
+
+/* Whether the n bytes at p are lit (which has 16 bytes of padding after it). */
+static inline int literal_at(const uchar *p, const uchar *end, const uchar *lit, size_t n) {
+    if ((size_t)(end - p) < n) return 0;
+#ifdef __SSE2__
+    for (; n >= 16; p += 16, lit += 16, n -= 16)
+        if (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), _mm_loadu_si128((const __m128i *)lit))) != 0xFFFF)
+            return 0;
+    if (!n) return 1;
+    if (end - p >= 16) {
+        unsigned want = (1u << n) - 1;
+        unsigned eq = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), _mm_loadu_si128((const __m128i *)lit)));
+        return (eq & want) == want;
+    }
+#endif
+    return !memcmp(p, lit, n);
+}
+
+static inline Node *node_at(const Shapes *t, int32_t i) { return (Node *)t->nodes.data + i; }
+
+/* The first child of parent (-1: the first level). */
+static inline int32_t *children(Shapes *t, int32_t parent) {
+    return parent < 0 ? &t->root : &node_at(t, parent)->child;
+}
+
+/* The child of parent with this literal and action, added if there is none; -1 when the
+   trie is full or out of memory (the layout is then just not remembered). */
+static int32_t shape_node(Shapes *t, int32_t parent, const uchar *lit, size_t len, const Step *step) {
+    for (int32_t i = *children(t, parent); i >= 0; i = node_at(t, i)->sibling) {
+        const Node *n = node_at(t, i);
+        if (n->len == len && n->action == step->action && n->key == step->key && n->depth == step->depth &&
+            !memcmp(t->text.data + n->lit, lit, len))
+            return i;
+    }
+    size_t count = t->nodes.n / sizeof(Node);
+    if (count >= MAX_NODES || t->text.n + len + 16 > MAX_SHAPE_TEXT) return -1;
+    Node n = {.lit = (uint32_t)t->text.n, .len = (uint32_t)len, .child = -1, .sibling = *children(t, parent),
+              .action = step->action, .key = step->key, .depth = step->depth};
+    static const uchar pad[16];
+    /* adding moves the nodes: parent is linked by index afterwards */
+    if (!buf_add(&t->text, lit, len) || !buf_add(&t->text, pad, 16) || !buf_add(&t->nodes, &n, sizeof n)) return -1;
+    *children(t, parent) = (int32_t)count;
+    return (int32_t)count;
+}
+
+/* Adds the layout of the event at [start, end) whose values rec holds. */
+static void shape_add(Shapes *t, const Rec *rec, const uchar *start, const uchar *end) {
+    if (rec->n > MAX_STEPS) return;
+    int32_t parent = -1;
+    const uchar *at = start;
+    for (int k = 0; k <= rec->n; k++) {
+        Step last = {end, end, ACT_END, 0, 0};
+        const Step *step = k < rec->n ? &rec->steps[k] : &last;
+        parent = shape_node(t, parent, at, (size_t)(step->start - at), step);
+        if (parent < 0) return;
+        at = step->end;
+    }
+}
+
+/* The event at *pp read along a known layout; 0 when it follows none (e is then dirty). */
+static int shape_event(Shapes *t, Event *e, const uchar **pp, const uchar *end) {
+    const uchar *p = *pp;
+    const uchar *text = t->text.data;
+    int32_t i = t->root;
+    for (;;) {
+        Node *n;
+        for (;; i = n->sibling) {
+            if (i < 0) return 0;
+            n = node_at(t, i);
+            if (literal_at(p, end, text + n->lit, n->len)) break;
+        }
+        p += n->len;
+        if (n->action == ACT_END) {
+            *pp = p;
+            return 1;
+        }
+        if (n->action == ACT_ARGS_OPEN) {
+            if (e->f[F_ARGS].type != T_MISSING) return 0;
+            e->f[F_ARGS].type = T_OBJ;
+        } else {
+            if (p >= end) return 0;
+            /* A string or number goes where the member function would put it (a field given
+               twice is declined there too); other values take the member function itself. */
+            Val skipped = {T_MISSING}, *v = n->action == ACT_SKIP ? &skipped : n->action == ACT_FIELD ? &e->f[n->key] : &e->a[n->key];
+            Dims *d = n->action == ACT_ARG && (n->key == A_GRID || n->key == A_BLOCK) ? &e->dims[n->key - A_GRID] : NULL;
+            if (n->action != ACT_SKIP && v->type != T_MISSING) return 0;
+            if (n->memo_len && literal_at(p, end, n->memo, n->memo_len)) {
+                n->memo_score += n->memo_score < 64;
+                /* a number's end is certain too: what follows a value is never a digit */
+                *v = n->memo_val;
+                v->s = p + (v->type == T_STR);
+                if (d) *d = n->memo_dims;
+                p += n->memo_len;
+            } else {
+                const uchar *value = p;
+                int ok = *p == '"'                   ? scan_string(&p, end, v)
+                         : *p == '-' || is_digit(*p) ? scan_number(&p, end, v)
+                         : n->action == ACT_SKIP     ? skip_value(&p, end, n->depth)
+                         : n->action == ACT_FIELD    ? event_member(e, n->key, &p, end, n->depth)
+                                                     : args_member(e, n->key, &p, end, n->depth);
+                if (!ok) return 0;
+                if (n->memo_score > MEMO_GIVE_UP) {
+                    size_t len = (size_t)(p - value);
+                    n->memo_score -= 2;
+                    n->memo_len = len <= MEMO_MAX && n->memo_score > MEMO_GIVE_UP ? (uint8_t)len : 0;
+                    if (n->memo_len) {
+                        memcpy(n->memo, value, len);
+                        n->memo_val = *v;
+                        if (d) n->memo_dims = *d;
+                    }
+                }
+            }
+        }
+        i = n->child;
+    }
+}
+
+static void event_clear(Event *e, Rec *rec) {
+    for (int k = 0; k < NF; k++) e->f[k].type = T_MISSING;
+    for (int k = 0; k < NA; k++) e->a[k].type = T_MISSING;
+    e->rec = rec;
+    if (rec) rec->n = 0;
+}
+
+/* The event at *pp, along a known layout or else generically (then its layout is learnt). */
+static int scan_event(Scan *s, Event *e, Rec *rec, const uchar **pp, const uchar *end) {
+    const uchar *start = *pp;
+    event_clear(e, NULL);
+    if (shape_event(&s->shapes, e, pp, end)) return 1;
+    *pp = start;
+    event_clear(e, rec);
+    if (!scan_object(pp, end, event_keys, NF, event_member, e, 1)) return 0;
+    shape_add(&s->shapes, rec, start, *pp);
+    return 1;
+}
+
 /* The array at p: its events into s; *end_out is the offset past it. */
 static int scan_events(Scan *s, const uchar *data, const uchar *end, Py_ssize_t *end_out) {
     const uchar *p = data;
@@ -810,12 +1035,11 @@ static int scan_events(Scan *s, const uchar *data, const uchar *end, Py_ssize_t 
         *end_out = p + 1 - data;
         return OK;
     }
+    Rec rec;
     for (;;) {
         Event e;
         if (p >= end || *p != '{') return DECLINE;
-        for (int k = 0; k < NF; k++) e.f[k].type = T_MISSING;
-        for (int k = 0; k < NA; k++) e.a[k].type = T_MISSING;
-        if (!scan_object(&p, end, event_keys, NF, event_member, &e, 1)) return DECLINE;
+        if (!scan_event(s, &e, &rec, &p, end)) return DECLINE;
         int r = add_event(s, &e);
         if (r != OK) return r;
         p = skip_ws(p, end);
@@ -839,6 +1063,8 @@ static void scan_free(Scan *s) {
     free(s->begin_end.data);
     free(s->be_names.data);
     free(s->scratch.data);
+    free(s->shapes.nodes.data);
+    free(s->shapes.text.data);
 }
 
 static PyObject *names_list(const Interner *t) {
@@ -905,6 +1131,7 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
     int r;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
     memset(&s, 0, sizeof s);
+    s.shapes.root = -1;
     Py_BEGIN_ALLOW_THREADS
     r = scan_events(&s, view.buf, (const uchar *)view.buf + view.len, &end);
     Py_END_ALLOW_THREADS
