@@ -74,7 +74,8 @@ def test_spread_places_the_labels_as_a_sort_would(names):
     rid = rng.integers(-1, 40, 2000)
     has = rid >= 0
     nolaunch = ~has & (rng.random(2000) < 0.5)
-    got = _spread(codes_r, values, rid[has], has, nolaunch)
+    shown = np.bincount(rid[has & ~nolaunch], minlength=len(codes_r))
+    got = _spread(codes_r, values, rid[has], has, nolaunch, shown)
     naive = np.array([(values[codes_r[r]] if codes_r[r] >= 0 else "") if h else (NO_LAUNCH if n else NO_RANGE)
                       for r, h, n in zip(rid, has, nolaunch)], dtype=object)
     assert list(got.categories) == sorted(set(naive))
@@ -83,10 +84,15 @@ def test_spread_places_the_labels_as_a_sort_would(names):
 
 @pytest.mark.parametrize("values", [["b", "a", "b", "", "ä", "a/b", "Z", "😀", "a", "\uffff", "\U00010000"], ["x"], []])
 def test_sorted_distinct_orders_as_python_does(values):
-    """Arrow's byte order of UTF-8 is Python's code point order; repeats share a code."""
-    distinct, codes = _sorted_distinct(pd.Series(pd.array(values, dtype="string")))
+    """Arrow's byte order of UTF-8 is Python's code point order; repeats share a code; rows
+    not kept have none (-1) and their strings are left out."""
+    keep = np.arange(len(values)) % 3 != 1
+    distinct, codes = _sorted_distinct(pd.Series(pd.array(values, dtype="string")), np.ones(len(values), dtype=bool))
     assert list(distinct) == sorted(set(values))
     assert [distinct[c] for c in codes] == values
+    distinct, codes = _sorted_distinct(pd.Series(pd.array(values, dtype="string")), keep)
+    assert list(distinct) == sorted({v for v, k in zip(values, keep) if k})
+    assert [distinct[c] if k else c for c, k in zip(codes, keep)] == [v if k else -1 for v, k in zip(values, keep)]
 
 
 def test_launch_times_are_exact_for_epoch_timestamps(external):
@@ -205,3 +211,52 @@ def test_layers_inherit_through_deep_nesting():
             cur = int(nm.split("_")[1])
         want.append(cur)
     assert (got == np.array(want)).all()
+
+
+def _nested(rng, lo: int, hi: int, out: list, budget: int) -> list:
+    """Random properly nested ranges within [lo, hi]: siblings one after another (touching
+    or not), each with its own children (as long as its parent, or empty, at times)."""
+    at = lo
+    for _ in range(rng.integers(0, 4)):
+        if len(out) >= budget:
+            break
+        a = int(rng.integers(at, hi + 1))
+        b = int(rng.integers(a, hi + 1))
+        out.append((a, b))
+        _nested(rng, a, b, out, budget)
+        at = b
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_nesting_gives_the_stack_walks_answer(seed):
+    """Boundary events come in the order a sort by (time, end before start, then the inner
+    range first) gives, and the vectorised nesting has the stack walk's parents and
+    timeline wherever ranges nest properly, at any depth (shuffled, deep, equal times, empty
+    ranges); crossing ranges are left to the walk."""
+    from workbench.trace import nesting
+
+    rng = np.random.default_rng(seed)
+    d = 3000
+    cases = [np.array(_nested(rng, 0, 400, [], 300) or [(0, 1)]) for _ in range(20)]
+    cases += [np.c_[np.arange(d), 2 * d - np.arange(d)], np.c_[np.zeros(d, int), np.full(d, 5)],
+              np.c_[np.zeros(d, int), np.arange(d, 0, -1)], np.c_[np.arange(d), np.full(d, 2 * d)]]
+    crossing = np.c_[np.arange(200), np.arange(200) + rng.integers(0, 30, 200)]
+    for case, proper in [*((c, True) for c in cases), (crossing, False)]:
+        case = case[rng.permutation(len(case))] if rng.random() < 0.5 else case
+        start, end = case[:, 0].astype(np.int64), case[:, 1].astype(np.int64)
+        live = end > start
+        times, is_start, rid = nesting._events(start, end, live)
+        ids = np.flatnonzero(live)
+        t = np.r_[end[ids], start[ids]]
+        s = np.r_[np.zeros(len(ids), bool), np.ones(len(ids), bool)]
+        r = np.r_[ids, ids]
+        order = np.lexsort((np.where(s, r, -r), np.where(s, -end[r], -start[r]), s, t))
+        assert (times == t[order]).all() and (is_start == s[order]).all() and (rid == r[order]).all()
+        parent, state = nesting._vector(times, is_start, rid, len(start))
+        has = parent >= 0
+        nested = (end[has] <= end[parent[has]]).all()
+        assert nested == proper
+        if nested:
+            walked = nesting._walk(times, is_start, rid, len(start))
+            assert (parent == walked[0]).all() and (state == walked[1]).all()

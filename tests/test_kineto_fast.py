@@ -60,8 +60,8 @@ def scanned_flags(monkeypatch) -> list[bool]:
     seen = []
     scan = kineto._scan
 
-    def spy(data):
-        out = scan(data)
+    def spy(data, *bounds):
+        out = scan(data, *bounds)
         seen.append(out is not None)
         return out
 

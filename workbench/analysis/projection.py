@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.model import Trace, layer_pattern
+from ..trace.names import code_dtype
 
 NO_RANGE = "(no range)"
 NO_LAUNCH = "(no launch record)"
@@ -60,72 +61,86 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     # usual case; a subset would be one more row-sized array).
     within = rid if has.all() else rid[has]
     nolaunch = k["launch_tid"].to_numpy() < 0
+    # Per range, its kernels that show its strings (a no-launch label replaces them).
+    shown = np.bincount(rid[has & ~nolaunch] if nolaunch.any() else within, minlength=len(r))
     # Strings are looked up per range and only their codes (int32) spread over the kernels:
     # a 10M-kernel trace never builds 10M-element object arrays.
     if len(r):
         names, inv = np.unique(np.asarray(r["name"].cat.categories.astype(str), dtype=object), return_inverse=True)
         codes = r["name"].cat.codes.to_numpy()
         name_codes = np.where(codes >= 0, inv.reshape(-1)[codes], -1).astype(np.int32)
-        paths, path_codes = _sorted_distinct(r["path"])
+        paths, path_codes = _sorted_distinct(r["path"], shown > 0)  # only paths a kernel shows
         root = _roots(r["parent"].to_numpy())
     else:
         name_codes = path_codes = root = np.zeros(0, dtype=np.int32)
         names = paths = np.zeros(0, dtype=object)
-    layers = np.full(len(k), -1, dtype=np.int64)
-    if len(within):
-        layers[has] = range_layers(r, layer_regex)[within]
+    if len(within) == len(k):
+        layers = range_layers(r, layer_regex)[within]
+    else:
+        layers = np.full(len(k), -1, dtype=np.int64)
+        if len(within):
+            layers[has] = range_layers(r, layer_regex)[within]
     status = (~has).astype(np.int8)
     status[nolaunch] = 2
-    out = k.copy(deep=False)  # range_id included
-    out["duration"] = k["end"].to_numpy() - k["start"].to_numpy()
-    out["range"] = _spread(name_codes, names, within, has, nolaunch)
-    out["path"] = _spread(path_codes, paths, within, has, nolaunch)
-    out["step"] = _spread(name_codes[root], names, within, has, nolaunch)
-    out["layer"] = layers
-    out["status"] = pd.Categorical.from_codes(status, categories=["range", "no_range", "no_launch"])
+    added = {
+        "duration": k["end"].to_numpy() - k["start"].to_numpy(),
+        "range": _spread(name_codes, names, within, has, nolaunch, shown),
+        "path": _spread(path_codes, paths, within, has, nolaunch, shown),
+        "step": _spread(name_codes[root], names, within, has, nolaunch, shown),
+        "layer": layers,
+        "status": pd.Categorical.from_codes(status, categories=["range", "no_range", "no_launch"]),
+    }
+    # The kernels' columns (range_id included) shared, not copied, and the new arrays taken as
+    # they are (assigning a column would copy each).
+    out = pd.DataFrame({**{c: k[c] for c in k.columns}, **added}, copy=False)
     trace.memo[key] = out
     trace.views["projected"] = out
     return out
 
 
-def _sorted_distinct(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct strings of ``values``, sorted, and each row's index into them. Arrow
-    sorts them: a range per decode-step layer op makes millions of distinct paths, which
-    numpy sorts as Python objects in seconds. (UTF-8 byte order is code point order, the
-    order of Python's string comparison.)"""
+def _sorted_distinct(values: pd.Series, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct strings of ``values`` where ``keep``, sorted, and each row's index into
+    them (-1 where not kept). Arrow sorts them: a range per decode-step layer op makes
+    millions of distinct paths, which numpy sorts as Python objects in seconds. (UTF-8 byte
+    order is code point order, the order of Python's string comparison.)"""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     # Sorted, then told apart from their neighbours (a hash of millions of strings costs
     # several times the sort).
     strings = pa.chunked_array([pa.array(values, pa.large_string())]).combine_chunks()
+    rows = np.flatnonzero(keep)
+    if len(rows) < len(strings):
+        strings = strings.take(rows)
     order = pc.array_sort_indices(strings).to_numpy()
     ordered = strings.take(order)
     first = np.ones(len(order), dtype=bool)
     if len(order) > 1:
         first[1:] = pc.not_equal(ordered.slice(1), ordered.slice(0, len(order) - 1)).to_numpy(zero_copy_only=False)
-    codes = np.empty(len(order), dtype=np.int32)
-    codes[order] = np.cumsum(first, dtype=np.int32) - 1
+    codes = np.full(len(keep), -1, dtype=np.int32)
+    codes[rows[order]] = np.cumsum(first, dtype=np.int32) - 1
     return ordered.filter(first).to_numpy(zero_copy_only=False).astype(object), codes
 
 
-def _spread(codes_r: np.ndarray, values: np.ndarray, within: np.ndarray, has: np.ndarray, nolaunch: np.ndarray) -> pd.Categorical:
+def _spread(codes_r: np.ndarray, values: np.ndarray, within: np.ndarray, has: np.ndarray, nolaunch: np.ndarray,
+            shown: np.ndarray) -> pd.Categorical:
     """Categorical over kernels of a per-range string (``values[codes_r]``, -1 for ""), with
-    the unattributed labels; ``within``: the range of each kernel where ``has``. Its
-    categories are the values that occur, sorted. ``values`` are distinct and sorted: only
-    the three labels are placed among them here, so the cost is per kernel and per label,
-    with no sort of strings."""
+    the unattributed labels; ``within``: the range of each kernel where ``has``; ``shown``:
+    per range, its kernels that show its string. Its categories are the values that occur,
+    sorted. ``values`` are distinct and sorted: only the three labels are placed among them
+    here, with no sort of strings; the codes are made per range and then spread over the
+    kernels in one gather, in the dtype they keep."""
     labels = ("", NO_RANGE, NO_LAUNCH)
     nv = len(values)
-    # Code space: the values, then the labels. int32: each array here has a row per kernel.
-    codes = np.full(len(has), nv + 1, dtype=np.int32)
-    if len(within):
-        c = codes_r[within]
-        codes[has] = np.where(c >= 0, c, nv)
-    codes[nolaunch] = nv + 2
-    used = np.flatnonzero(np.bincount(codes, minlength=nv + len(labels)))
+    # Code space: the values, then the labels.
+    code_r = np.where(codes_r >= 0, codes_r, nv)
+    occurs = np.zeros(nv + len(labels), dtype=bool)
+    occurs[code_r[shown > 0]] = True
+    occurs[nv + 1] = (~has & ~nolaunch).any()
+    occurs[nv + 2] = nolaunch.any()
+    used = np.flatnonzero(occurs)
     kept = used[used < nv]
-    cats = values[kept]
+    cats = values if len(kept) == nv else values[kept]  # often all are: no copy
     remap = np.zeros(nv + len(labels), dtype=np.int32)
     remap[kept] = np.arange(len(kept))
     for code in sorted(used[used >= nv], key=lambda c: labels[c - nv]):
@@ -137,7 +152,14 @@ def _spread(codes_r: np.ndarray, values: np.ndarray, within: np.ndarray, has: np
         cats = np.insert(cats, pos, label)
         remap[remap >= pos] += 1  # placed labels move too: they are sorted, so only if after
         remap[code] = pos
-    return pd.Categorical.from_codes(remap[codes], categories=pd.Index(cats, dtype=object))
+    remap = remap.astype(code_dtype(len(cats)))
+    if len(within) == len(has):  # every kernel in a range (the usual case): no row-sized fill
+        codes = remap[code_r][within]
+    else:
+        codes = np.full(len(has), remap[nv + 1])
+        codes[has] = remap[code_r][within]
+    codes[nolaunch] = remap[nv + 2]
+    return pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype=object), validate=False)
 
 
 def _roots(parent: np.ndarray) -> np.ndarray:

@@ -3,9 +3,10 @@
    scan(data) reads data, a JSON array of events ("[" ... "]", anything may follow it), and
    returns (end, events, gpu_user_annotations, tables, begin_end): end is the offset just past
    the array, tables one (names, rows) per entry of TABLES, where rows is a bytearray of
-   fixed-width rows (int64, ts and dur as float64) and names lists the distinct names the rows'
-   name codes stand for, in first-seen order; begin_end lists user_annotation B/E events as
-   (ph, name, pid, tid, ts).
+   fixed-width int64 rows (ts and ts + dur as ns: start and end) and names lists the distinct
+   names the rows' name codes stand for, in first-seen order; begin_end lists user_annotation
+   B/E events as (ph, name, pid, tid, ts). scan(data, start, stop) reads the events that
+   data[start:stop] holds, the inside of such an array, and its end is stop - start.
 
    It returns None, and the importer's msgspec/orjson path then reads the same bytes, for
    anything it does not fully vouch for: invalid JSON or UTF-8, a read field of another type
@@ -669,7 +670,7 @@ enum { C_NAME, C_TS, C_DUR, C_PID, C_TID, C_DEVICE, C_STREAM, C_CORRELATION, C_B
        C_GRID_X, C_GRID_Y, C_GRID_Z, C_BLOCK_X, C_BLOCK_Y, C_BLOCK_Z, C_DRIVER, C_END };
 
 static const char *column_names[C_END] = {
-    "name", "ts", "dur", "pid", "tid", "device", "stream", "correlation", "bytes",
+    "name", "start", "end", "pid", "tid", "device", "stream", "correlation", "bytes",
     "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "kind",
 };
 
@@ -798,7 +799,14 @@ static int id_of(const Val *v, int64_t *out) {
     return 1;
 }
 
-/* One value of a table's column; 0 to decline. */
+/* Microseconds to integer ns as kineto._ns makes them: whole microseconds and the fraction
+   apart, so that epoch-sized times stay exact. */
+static int64_t ns_of(double us) {
+    double whole = floor(us);
+    return (int64_t)whole * 1000 + (int64_t)rint((us - whole) * 1000.0);
+}
+
+/* One value of a table's column (ts and dur as ns); 0 to decline. */
 static int column(Scan *s, int table, int col, const Event *e, int driver, int64_t *out) {
     const Val *args = &e->f[F_ARGS];
     switch (col) {
@@ -814,7 +822,7 @@ static int column(Scan *s, int table, int col, const Event *e, int driver, int64
     case C_DUR: {
         double x;
         if (!time_of(&e->f[col == C_TS ? F_TS : F_DUR], &x)) return 0;
-        memcpy(out, &x, sizeof x);
+        *out = ns_of(x);
         return 1;
     }
     case C_PID: return id_of(&e->f[F_PID], out);
@@ -844,6 +852,7 @@ static int add_row(Scan *s, int table, const Event *e, int driver) {
     for (int c = 0; c < tables[table].ncols; c++) {
         int r = column(s, table, tables[table].cols[c], e, driver, &row[c]);
         if (r <= 0) return r < 0 ? NOMEM : DECLINE;
+        if (tables[table].cols[c] == C_DUR) row[c] += row[c - 1]; /* the end: ts comes just before */
     }
     return buf_add(&s->rows[table], row, tables[table].ncols * sizeof(int64_t)) ? OK : NOMEM;
 }
@@ -1026,15 +1035,18 @@ static int scan_event(Scan *s, Event *e, Rec *rec, const uchar **pp, const uchar
     return 1;
 }
 
-/* The array at p: its events into s; *end_out is the offset past it. */
-static int scan_events(Scan *s, const uchar *data, const uchar *end, Py_ssize_t *end_out) {
+/* The array at data, or with bare the events from data to end and nothing after them (what
+   the array "[" data "]" would hold): its events into s; *end_out is the offset past it. */
+static int scan_events(Scan *s, const uchar *data, const uchar *end, int bare, Py_ssize_t *end_out) {
     const uchar *p = data;
-    if (p >= end || *p != '[') return DECLINE;
-    p = skip_ws(p + 1, end);
-    if (p < end && *p == ']') {
-        *end_out = p + 1 - data;
-        return OK;
-    }
+    if (!bare) {
+        if (p >= end || *p != '[') return DECLINE;
+        p = skip_ws(p + 1, end);
+        if (p < end && *p == ']') {
+            *end_out = p + 1 - data;
+            return OK;
+        }
+    } else p = skip_ws(p, end);
     Rec rec;
     for (;;) {
         Event e;
@@ -1043,8 +1055,12 @@ static int scan_events(Scan *s, const uchar *data, const uchar *end, Py_ssize_t 
         int r = add_event(s, &e);
         if (r != OK) return r;
         p = skip_ws(p, end);
+        if (bare && p == end) {
+            *end_out = end - data;
+            return OK;
+        }
         if (p >= end) return DECLINE;
-        if (*p == ']') {
+        if (!bare && *p == ']') {
             *end_out = p + 1 - data;
             return OK;
         }
@@ -1124,16 +1140,24 @@ static PyObject *result(const Scan *s, Py_ssize_t end) {
     return Py_BuildValue("(nnnNN)", end, s->events, s->gpu_user_annotations, per_table, be);
 }
 
-static PyObject *scan(PyObject *self, PyObject *arg) {
+static PyObject *scan(PyObject *self, PyObject *args) {
     Py_buffer view;
     Scan s;
-    Py_ssize_t end = 0;
+    Py_ssize_t start = 0, stop = -1, end = 0;
     int r;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (!PyArg_ParseTuple(args, "y*|nn", &view, &start, &stop)) return NULL;
+    int bare = PyTuple_GET_SIZE(args) > 1;
+    if (stop < 0) stop = view.len;
+    if (start < 0 || start > stop || stop > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "start and stop must lie in the buffer, in order");
+        return NULL;
+    }
     memset(&s, 0, sizeof s);
     s.shapes.root = -1;
+    const uchar *data = (const uchar *)view.buf + start;
     Py_BEGIN_ALLOW_THREADS
-    r = scan_events(&s, view.buf, (const uchar *)view.buf + view.len, &end);
+    r = scan_events(&s, data, (const uchar *)view.buf + stop, bare, &end);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     PyObject *out = r == OK ? result(&s, end) : r == NOMEM ? PyErr_NoMemory() : Py_NewRef(Py_None);
@@ -1161,7 +1185,9 @@ static PyObject *tables_spec(void) {
 }
 
 static PyMethodDef methods[] = {
-    {"scan", scan, METH_O, "Columns of a JSON array of Kineto events, or None to leave it to the other path."},
+    {"scan", scan, METH_VARARGS,
+     "scan(data[, start, stop]): columns of the JSON array of Kineto events data begins with, or with start "
+     "and stop of the events data[start:stop] holds (the array's insides); None to leave them to the other path."},
     {NULL, NULL, 0, NULL},
 };
 

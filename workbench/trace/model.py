@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceFormatError, WorkbenchError
-from .names import constant
+from .names import code_dtype, constant
 from .nesting import nest, thread_blocks
 
 # Column -> dtype of each table. Strings are categoricals: names repeat millions of times.
@@ -66,6 +66,15 @@ REQUIRED = {
 }
 
 _DEFAULTS = {"int64": -1, "bool": False, "category": "", "string": ""}
+
+# Columns build derives, whatever an importer gave: not typed nor defaulted first.
+_DERIVED = {
+    "kernels": ("range_id",),
+    "ranges": ("id", "parent", "depth", "path", "kernels", "gpu_time_ns", "graph_kernels"),
+}
+# Kernel columns the launch join fills: one an importer does not give is made by the join,
+# not defaulted first only to be replaced (defaulted after it, where nothing was joined).
+_LAUNCH = ("pid", "launch_tid", "launch_start", "launch_end", "launch_api", "graph")
 
 
 def empty_table(table: str) -> pd.DataFrame:
@@ -200,7 +209,7 @@ def build(tables: dict[str, pd.DataFrame], meta: dict[str, Any], where: str) -> 
         missing = [c for c in REQUIRED[t] if c not in df]
         if missing:
             raise TraceFormatError(where, f"{t} lack column(s) {', '.join(missing)}")
-        out[t] = _typed(t, df, where)
+        out[t] = _typed(t, df, where, [c for c in SCHEMA[t] if not _made_later(t, c, df)])
     if not (len(out["kernels"]) or len(out["ranges"]) or len(out["api"])):
         raise TraceFormatError(where, "empty trace: no kernels, ranges or API calls")
     for t in TABLES:
@@ -214,11 +223,40 @@ def build(tables: dict[str, pd.DataFrame], meta: dict[str, Any], where: str) -> 
             )
     out["ranges"], timelines = _tree(out["ranges"])
     _join_launches(out["kernels"], out["api"])
-    out["kernels"]["range_id"] = innermost_ranges(out["kernels"], out["ranges"], timelines)
+    # The defaults of the launch columns the join did not make.
+    out["kernels"] = _typed("kernels", out["kernels"], where, [c for c in SCHEMA["kernels"] if c not in _DERIVED["kernels"]])
+    _put(out["kernels"], "range_id", innermost_ranges(out["kernels"], out["ranges"], timelines))
     per_range, totals = attribute(out["kernels"], len(out["ranges"]))
     for col, values in per_range.items():
-        out["ranges"][col] = values
-    return Trace(out, {**meta, "attribution": totals})
+        _put(out["ranges"], col, values)
+    # The derived columns were added last: each table in SCHEMA order (no data copied).
+    return Trace({t: df[list(SCHEMA[t])] for t, df in out.items()}, {**meta, "attribution": totals})
+
+
+def _made_later(table: str, col: str, raw: pd.DataFrame) -> bool:
+    """Whether build makes the column after typing the importer's ``raw`` table: a derived
+    column, or a launch column the importer did not give."""
+    return col in _DERIVED.get(table, ()) or (table == "kernels" and col in _LAUNCH and col not in raw)
+
+
+def _put(df: pd.DataFrame, col: str, values) -> None:
+    """``df[col] = values`` for a new array of the frame's length, without the copy that
+    assigning an array makes (a Series on the same index is taken as it is)."""
+    df[col] = pd.Series(values, index=df.index, copy=False)
+
+
+def _is_sorted(keys: list[np.ndarray], ascending: list[bool]) -> bool:
+    """Whether the rows are in the order a stable sort by ``keys`` would give them."""
+    tied = None
+    for k, up in zip(keys, ascending):
+        a, b = k[:-1], k[1:]
+        wrong = b < a if up else b > a
+        if (wrong if tied is None else wrong & tied).any():
+            return False
+        tied = b == a if tied is None else tied & (b == a)
+        if not tied.any():
+            return True
+    return True
 
 
 def _nest_threads(ranges: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -243,14 +281,14 @@ def _tree(ranges: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     also each thread's first range and timeline, keyed by (pid, tid)."""
     if not len(ranges):
         return ranges, {}
-    ranges = ranges.sort_values(["pid", "tid", "start", "end"], ascending=[True, True, True, False], kind="stable")
-    ranges = ranges.reset_index(drop=True)
-    n = len(ranges)
+    keys, ascending = ["pid", "tid", "start", "end"], [True, True, True, False]
+    if not _is_sorted([ranges[k].to_numpy() for k in keys], ascending):  # often they are
+        ranges = ranges.sort_values(keys, ascending=ascending, kind="stable").reset_index(drop=True)
     parent, depth, timelines = _nest_threads(ranges)
-    ranges["id"] = np.arange(n, dtype=np.int64)
-    ranges["parent"] = parent
-    ranges["depth"] = depth
-    ranges["path"] = _paths(ranges["name"], parent, depth)
+    _put(ranges, "id", np.arange(len(ranges), dtype=np.int64))
+    _put(ranges, "parent", parent)
+    _put(ranges, "depth", depth)
+    _put(ranges, "path", _paths(ranges["name"], parent, depth))
     return ranges, timelines
 
 
@@ -307,9 +345,13 @@ def _match_first(t_pid: np.ndarray | None, t_corr: np.ndarray, q_pid: np.ndarray
         if len(tc) and (tc[1:] > tc[:-1]).all():
             # One process's ids, rising row after row (nsys's runtime table): a binary search
             # finds the only row with each id, and needs no memory beyond its answer.
-            pos = np.minimum(np.searchsorted(tc, q_corr), len(tc) - 1)
-            hit = tc[pos] == q_corr
-            return np.where(hit, pos if rows is None else rows[pos], -1)
+            pos = np.searchsorted(tc, q_corr)
+            np.minimum(pos, len(tc) - 1, out=pos)
+            miss = tc[pos] != q_corr
+            if rows is not None:
+                pos = rows[pos]
+            pos[miss] = -1
+            return pos
     lo = min(int(t_corr.min()), int(q_corr.min()))
     span = max(int(t_corr.max()), int(q_corr.max())) - lo + 1
     if span <= len(t_corr) + len(q_corr) + (1 << 20) and len(pids) <= 8:
@@ -353,20 +395,22 @@ def _rows_of(t_pid: np.ndarray | None, p) -> np.ndarray | None:
 
 
 def _join_launches(kernels: pd.DataFrame, api: pd.DataFrame) -> None:
-    """Fill launch_tid/start/end/api of ``kernels`` (in place: a replaced column is freed at
-    once) from the API call with the same (pid, correlation).
+    """Fill launch_tid/start/end/api and pid of ``kernels`` (in place: a replaced column is
+    freed at once) from the API call with the same (pid, correlation). Of these (and graph),
+    a column the importer did not give is made here, or left out where nothing is joined.
 
     Importers that already know the launch (CPU-only traces) set launch_tid themselves; those
     rows are kept. Kernels launched through cudaGraphLaunch are flagged ``graph``.
     """
-    if not len(kernels) or not len(api):
+    n = len(kernels)
+    if not n or not len(api):
         return
-    need = kernels["launch_tid"].to_numpy() < 0
+    need = kernels["launch_tid"].to_numpy() < 0 if "launch_tid" in kernels else np.ones(n, dtype=bool)
     if not need.any():
         return
     a_corr = api["correlation"].to_numpy()
     a_pid = api["pid"].to_numpy()
-    k_pid = kernels["pid"].to_numpy()
+    k_pid = kernels["pid"].to_numpy() if "pid" in kernels else np.full(n, -1)  # Kineto's: not known
     k_corr = kernels["correlation"].to_numpy()
     # Correlation ids repeat across processes: match within the same process (the first API
     # row of that pair). A kernel whose pid is unknown (-1, Kineto puts the device there)
@@ -375,50 +419,60 @@ def _join_launches(kernels: pd.DataFrame, api: pd.DataFrame) -> None:
     valid = None if a_corr.min() >= 0 else np.flatnonzero(a_corr >= 0)
     tp, tc = (a_pid, a_corr) if valid is None else (a_pid[valid], a_corr[valid])
     known = need & (k_pid >= 0)
+    unknown = need & ~known
     if known.all():
         match = _match_first(tp, tc, k_pid, k_corr)
+    elif unknown.all():  # Kineto's kernels: no pid known
+        match = _match_first(None, tc, None, k_corr)
     else:
         match = np.full(len(kernels), -1, dtype=np.int64)
         known = np.flatnonzero(known)
         match[known] = _match_first(tp, tc, k_pid[known], k_corr[known])
-        unknown = np.flatnonzero(need & (k_pid < 0))
+        unknown = np.flatnonzero(unknown)
         match[unknown] = _match_first(None, tc, None, k_corr[unknown])
     if valid is not None:
         match = np.where(match >= 0, valid[np.maximum(match, 0)], -1)
-    found = np.flatnonzero(match >= 0)
-    m = match[found]
+    hit = match >= 0
+    found, m = (None, match) if hit.all() else (np.flatnonzero(hit), match[hit])
     for col, src in (("launch_tid", "tid"), ("launch_start", "start"), ("launch_end", "end"), ("pid", "pid")):
-        if len(found) == len(kernels):  # every kernel matched: no copy of the old column
-            kernels[col] = api[src].to_numpy()[m]
+        if found is None:  # every kernel matched: no copy of the old column
+            _put(kernels, col, api[src].to_numpy()[m])
             continue
-        vals = kernels[col].to_numpy().copy()
+        vals = kernels[col].to_numpy().copy() if col in kernels else np.full(n, _DEFAULTS["int64"])
         vals[found] = api[src].to_numpy()[m]
-        kernels[col] = vals
-    kernels["launch_api"] = _merge_names(kernels["launch_api"], api["name"], found, m)
+        _put(kernels, col, vals)
+    target = kernels["launch_api"] if "launch_api" in kernels else pd.Series(constant(_DEFAULTS["category"], n))
+    _put(kernels, "launch_api", _merge_names(target, api["name"], found, m))
     launch = kernels["launch_api"].array
     # Tested once per distinct API name (np.char on the column would widen every row to the longest name).
     is_graph = np.array(["GraphLaunch" in str(c) for c in launch.categories], dtype=bool)
     graph = is_graph[launch.codes] & (launch.codes >= 0) if len(is_graph) else np.zeros(len(launch), bool)
-    kernels["graph"] = kernels["graph"].to_numpy() | graph
+    _put(kernels, "graph", (kernels["graph"].to_numpy() | graph) if "graph" in kernels else graph)
 
 
-def _merge_names(target: pd.Series, source: pd.Series, rows: np.ndarray, src_rows: np.ndarray) -> pd.Categorical:
-    """``target`` with ``target[rows] = source[src_rows]``, as a categorical whose categories
-    are the values present, sorted: what ``categorical()`` gives, without a string per row."""
+def _merge_names(target: pd.Series, source: pd.Series, rows: np.ndarray | None, src_rows: np.ndarray) -> pd.Categorical:
+    """``target`` with ``target[rows] = source[src_rows]`` (``rows`` None: all of them), as a
+    categorical whose categories are the values present, sorted: what ``categorical()``
+    gives, without a string per row."""
     t_cats = np.asarray(target.cat.categories.astype(str), dtype=object)
     s_cats = np.asarray(source.cat.categories.astype(str), dtype=object)
-    # int32: a category count never nears 2**31, and these arrays are a row each.
-    t_codes = target.cat.codes.to_numpy().astype(np.int32)
-    s_codes = source.cat.codes.to_numpy()[src_rows].astype(np.int32)
     # One code space: target's categories, then source's, then "" for missing values.
-    codes = np.where(t_codes >= 0, t_codes, len(t_cats) + len(s_cats))
-    codes[rows] = np.where(s_codes >= 0, s_codes + len(t_cats), len(t_cats) + len(s_cats))
+    # int32: a category count never nears 2**31, and these arrays are a row each.
+    missing = len(t_cats) + len(s_cats)
+    s_codes = source.cat.codes.to_numpy()[src_rows].astype(np.int32)
+    s_codes = np.where(s_codes >= 0, s_codes + len(t_cats), missing)
+    if rows is None:
+        codes = s_codes
+    else:
+        t_codes = target.cat.codes.to_numpy().astype(np.int32)
+        codes = np.where(t_codes >= 0, t_codes, missing)
+        codes[rows] = s_codes
     values = np.concatenate([t_cats, s_cats, np.array([""], dtype=object)])
     used = np.flatnonzero(np.bincount(codes, minlength=len(values)))
     uniq, inv = np.unique(values[used], return_inverse=True)
-    remap = np.zeros(len(values), dtype=np.int32)
+    remap = np.zeros(len(values), dtype=code_dtype(len(uniq)))  # the codes' dtype in the result
     remap[used] = inv.reshape(-1)
-    return pd.Categorical.from_codes(remap[codes], categories=pd.Index(uniq))
+    return pd.Categorical.from_codes(remap[codes], categories=pd.Index(uniq), validate=False)
 
 
 def group_sums(keys: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
@@ -446,16 +500,23 @@ def attribute(kernels: pd.DataFrame, n_ranges: int) -> tuple[dict[str, np.ndarra
     graph = kernels["graph"].to_numpy()
     nolaunch = kernels["launch_tid"].to_numpy() < 0
     has = rid >= 0
+    within = _masked(rid, has)
     per_range = {
-        "kernels": np.bincount(rid[has], minlength=n_ranges).astype(np.int64),
-        "gpu_time_ns": group_sums(rid[has], dur[has], n_ranges),
+        "kernels": np.bincount(within, minlength=n_ranges).astype(np.int64),
+        "gpu_time_ns": group_sums(within, _masked(dur, has), n_ranges),
         "graph_kernels": np.bincount(rid[has & graph], minlength=n_ranges).astype(np.int64),
     }
     totals = {
-        status: {"kernels": int(m.sum()), "gpu_time_ns": int(dur[m].sum()), "graph_kernels": int((graph & m).sum())}
+        status: {"kernels": int(m.sum()), "gpu_time_ns": int(_masked(dur, m).sum()), "graph_kernels": int((graph & m).sum())}
         for status, m in zip(STATUSES, (has, ~has & ~nolaunch, nolaunch))
     }
     return per_range, totals
+
+
+def _masked(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``a[mask]``, or ``a`` itself where the mask holds for every row (the usual case): no
+    row-sized copy."""
+    return a if mask.all() else a[mask]
 
 
 def innermost_ranges(kernels: pd.DataFrame, ranges: pd.DataFrame, timelines: dict | None = None) -> np.ndarray:
@@ -471,24 +532,32 @@ def innermost_ranges(kernels: pd.DataFrame, ranges: pd.DataFrame, timelines: dic
     ks = kernels["launch_start"].to_numpy()
     if timelines is None:
         timelines = _nest_threads(ranges)[2]
-    launched = np.flatnonzero(kt >= 0)
-    if not len(launched):
+    launched = kt >= 0
+    if not launched.any():
         return out
-    for rows in _by_thread(kp, kt, launched):
-        found = timelines.get((int(kp[rows[0]]), int(kt[rows[0]])))
+    for rows in _by_thread(kp, kt, None if launched.all() else np.flatnonzero(launched)):
+        first = 0 if rows is None else rows[0]
+        found = timelines.get((int(kp[first]), int(kt[first])))
         if found is None:
             continue
         lo, timeline = found
-        local = timeline.innermost_at(ks[rows])
-        out[rows] = np.where(local >= 0, local + lo, -1)
+        local = timeline.innermost_at(ks if rows is None else ks[rows])
+        if lo:
+            local[local >= 0] += lo
+        if rows is None:  # every kernel, launched on one thread
+            return local
+        out[rows] = local
     return out
 
 
-def _by_thread(pid: np.ndarray, tid: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
-    """``rows`` split by (pid, tid), each part in row order: hashing, then a radix sort of
-    the small group numbers, or nothing at all for the usual single launching thread."""
-    if len(rows) == len(pid) and pid.min() == pid.max() and tid.min() == tid.max():
-        return [rows]
+def _by_thread(pid: np.ndarray, tid: np.ndarray, rows: np.ndarray | None) -> list[np.ndarray | None]:
+    """``rows`` (None: all rows) split by (pid, tid), each part in row order: hashing, then a
+    radix sort of the small group numbers, or nothing at all for the usual single launching
+    thread (all rows stay None: no index array)."""
+    if rows is None:
+        if pid.min() == pid.max() and tid.min() == tid.max():
+            return [None]
+        rows = np.arange(len(pid))
     cp, up = pd.factorize(pid[rows])
     ct, ut = pd.factorize(tid[rows])
     groups = cp.astype(np.int64) * len(ut) + ct

@@ -46,8 +46,9 @@ def short_names(names: pd.Series) -> pd.Categorical:
     cats = names.cat.categories
     short = np.array([short_kernel_name(str(c)) for c in cats], dtype=object)
     uniq, inverse = np.unique(short, return_inverse=True) if len(short) else (short, np.zeros(0, np.int64))
-    codes = names.cat.codes.to_numpy()
-    return pd.Categorical.from_codes(np.where(codes >= 0, inverse[codes], -1), categories=uniq.astype(str))
+    # One gather, straight into the codes' dtype: a missing name's -1 reads the -1 put last.
+    short_codes = np.append(inverse, -1).astype(code_dtype(len(uniq)))
+    return pd.Categorical.from_codes(short_codes[names.cat.codes.to_numpy()], categories=uniq.astype(str))
 
 
 def categorical(values) -> pd.Categorical:
@@ -59,6 +60,12 @@ def categorical(values) -> pd.Categorical:
     except TypeError:  # mixed types do not sort
         codes, uniq = pd.factorize(values, sort=False)
     return pd.Categorical.from_codes(codes, categories=pd.Index(uniq))
+
+
+def code_dtype(categories: int) -> type:
+    """The dtype pandas keeps a categorical's codes in, the narrowest that holds the category
+    count: codes made in it are not cast once more."""
+    return next((t for t in (np.int8, np.int16, np.int32) if categories < np.iinfo(t).max), np.int64)
 
 
 def constant(value: str, n: int, dtype: str | None = None) -> pd.Categorical:

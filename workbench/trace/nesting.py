@@ -12,9 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Above this depth the per-level vectorised parent search costs more than the plain stack walk.
-_VECTOR_DEPTH_LIMIT = 48
-
 
 @dataclass
 class Timeline:
@@ -25,10 +22,12 @@ class Timeline:
 
     def innermost_at(self, t: np.ndarray) -> np.ndarray:
         """Local index of the innermost range open at each time in ``t`` (-1: none)."""
-        idx = np.searchsorted(self.times, t, side="right") - 1
-        out = np.full(len(t), -1, dtype=np.int64)
-        ok = idx >= 0
-        out[ok] = self.state[idx[ok]]
+        if not len(self.times):
+            return np.full(len(t), -1, dtype=np.int64)
+        idx = np.searchsorted(self.times, t, side="right")
+        idx -= 1
+        out = self.state[idx]  # an idx of -1 reads the last state: replaced
+        out[idx < 0] = -1
         return out
 
 
@@ -39,18 +38,26 @@ def thread_blocks(pid: np.ndarray, tid: np.ndarray):
 
 
 def _events(start: np.ndarray, end: np.ndarray, live: np.ndarray):
-    """Boundary events of the ranges in ``live`` (non-empty ranges), in processing order."""
+    """Boundary events of the ranges in ``live`` (non-empty ranges), in processing order.
+
+    At equal times: ends first (half-open), then starts. Among starts the longer (outer)
+    range first, then the lower index; among ends the later-started (inner) range first, then
+    the higher index. Starts and ends are sorted apart and merged, a fraction of the work of
+    sorting all events by four keys; the starts are not sorted at all when they come in that
+    order already (as ``model._tree`` gives them).
+    """
     ids = np.flatnonzero(live)
-    n = len(ids)
-    times = np.concatenate([end[ids], start[ids]])
-    is_start = np.concatenate([np.zeros(n, bool), np.ones(n, bool)])
-    rid = np.concatenate([ids, ids])
-    # At equal times: ends first (half-open), then starts. Among starts the longer (outer)
-    # range first, then the lower index; among ends the later-started (inner) range first.
-    k3 = np.where(is_start, -end[rid], -start[rid])
-    k4 = np.where(is_start, rid, -rid)
-    order = np.lexsort((k4, k3, is_start, times))
-    return times[order], is_start[order], rid[order]
+    s, e = start[ids], end[ids]
+    in_order = np.all((s[1:] > s[:-1]) | ((s[1:] == s[:-1]) & (e[1:] <= e[:-1])))
+    starts = ids if in_order else ids[np.lexsort((-e, s))]  # a stable sort: lower index first
+    # The starts backwards are by later start, then shorter, then higher index: a stable sort
+    # by end keeps that order among equal ends.
+    back = starts[::-1]
+    ends = back[np.argsort(end[back], kind="stable")]
+    # Merged by a stable sort of the two sorted runs, which is one merge: ends first at equal times.
+    times = np.concatenate([end[ends], start[starts]])
+    order = np.argsort(times, kind="stable")
+    return times[order], order >= len(ends), np.concatenate([ends, starts])[order]
 
 
 def _walk(times, is_start, rid, n):
@@ -80,33 +87,31 @@ def _walk(times, is_start, rid, n):
 
 
 def _vector(times, is_start, rid, n):
-    """Vectorised equivalent of ``_walk`` for properly nested, shallow ranges; None if not."""
-    step = np.where(is_start, 1, -1)
-    depth_after = np.cumsum(step)
-    if depth_after.min(initial=0) < 0:
-        return None
-    max_depth = int(depth_after.max(initial=0))
-    if max_depth > _VECTOR_DEPTH_LIMIT:
+    """``_walk``'s parents and states for properly nested ranges, in O(n log n) at any depth;
+    None if the events cannot nest at all. The caller checks the nesting with the parents,
+    which hold for any ranges: a range's parent is the range started last before it one
+    level up (a start's level: the ranges open after it), found by a binary search over the
+    starts sorted by (level, event). Properly nested, the range open after an end is the
+    ended range's parent.
+    """
+    level = np.cumsum(np.where(is_start, 1, -1))
+    if level.min(initial=0) < 0:
         return None
     m = len(times)
-    positions = np.arange(m)
-    state = np.full(m, -1, dtype=np.int64)
+    starts = np.flatnonzero(is_start)
+    # Keys level * m + event, sorted: a start's parent is the start keyed last below its key
+    # less m (searched in order, so the search runs through memory once). In place: each
+    # array here is a range's worth.
+    keys = level[starts]
+    keys *= m
+    keys += starts
+    keys.sort()
+    last = np.searchsorted(keys, keys - m)
+    last -= 1
+    above = keys[last] % m  # for level 1: any, dropped
     parent = np.full(n, -1, dtype=np.int64)
-    # last_at[d][k]: event index of the latest start at depth d (1-based) at or before event k.
-    start_depth = np.where(is_start, depth_after, 0)
-    prev_level_last = None
-    for d in range(1, max_depth + 1):
-        marks = np.where(start_depth == d, positions, -1)
-        last = np.maximum.accumulate(marks)
-        sel = depth_after == d
-        has = sel & (last >= 0)
-        state[has] = rid[last[has]]
-        starts_here = is_start & (start_depth == d)
-        if d > 1 and prev_level_last is not None:
-            pl = prev_level_last[starts_here]
-            parent[rid[starts_here]] = np.where(pl >= 0, rid[np.maximum(pl, 0)], -1)
-        prev_level_last = last
-    return parent, state
+    parent[rid[keys % m]] = np.where(keys >= 2 * m, rid[above], -1)
+    return parent, np.where(is_start, rid, parent[rid])
 
 
 def nest(start: np.ndarray, end: np.ndarray):
