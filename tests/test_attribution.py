@@ -260,3 +260,23 @@ def test_nesting_gives_the_stack_walks_answer(seed):
         if nested:
             walked = nesting._walk(times, is_start, rid, len(start))
             assert (parent == walked[0]).all() and (state == walked[1]).all()
+
+
+def test_api_calls_without_correlation_ids_leave_kernels_unlaunched(tmp_path):
+    """A writer that gives no API call a correlation id: the kernels are counted as having no
+    launch record, not an error."""
+    import json
+
+    from workbench.trace import import_file
+
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
+         "args": {}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 20, "dur": 3,
+         "args": {"correlation": 5, "device": 0, "stream": 7}},
+    ]
+    path = tmp_path / "no-correlation.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    trace = import_file(path)
+    assert len(trace.kernels) == 1 and trace.meta["attribution"]["no_launch"]["kernels"] == 1

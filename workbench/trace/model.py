@@ -417,6 +417,8 @@ def _join_launches(kernels: pd.DataFrame, api: pd.DataFrame) -> None:
     # matches the first API row with its correlation id in any process.
     # (Subsets are taken only where needed: at 1M kernels each copy is 8-16 MB.)
     valid = None if a_corr.min() >= 0 else np.flatnonzero(a_corr >= 0)
+    if valid is not None and not len(valid):
+        return  # no API call has a correlation id: every kernel is left unlaunched
     tp, tc = (a_pid, a_corr) if valid is None else (a_pid[valid], a_corr[valid])
     known = need & (k_pid >= 0)
     unknown = need & ~known
