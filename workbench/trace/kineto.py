@@ -139,7 +139,7 @@ def _scanner():
 # Columns _rows makes narrower than the scanner's int64.
 _NARROW = {("api", "kind"): np.int8}
 
-# The tables of GPU events: with any of them, cpu_ops are not used (see _Tables.add).
+# The tables of GPU events: with any of them, cpu_ops are not kept (see _Tables.add).
 _GPU = {"kernels", "memcpy", "memset"}
 
 
@@ -152,10 +152,9 @@ def _scan(data, *bounds: int):
     if out is None:
         return None
     end, events, annotations, tables, begin_end = out
-    gpu = any(data for (table, _, _), (_, data) in zip(scanner.tables, tables) if table in _GPU)
     rows, strings = {}, {}
     for (table, named, dtype), (names, data) in zip(scanner.tables, tables):
-        if data and not (gpu and table == "cpu_ops"):
+        if data:
             rows[table] = _scanned_rows(table, np.frombuffer(data, dtype))
             if named:
                 strings[table] = names
@@ -229,12 +228,69 @@ def _cut(buf, lo: int, hi: int) -> int:
         end = c
 
 
+class _Mapped:
+    """An uncompressed file mapped in memory, its unread events ``data[at:end]``: pieces are
+    read where they lie (copying them out took as long as scanning them)."""
+
+    def __init__(self, data: mmap.mmap, at: int, end: int):
+        self.data, self.at, self.end = data, at, end
+        self.released = at - at % mmap.PAGESIZE
+
+    def read(self, n: int) -> int:
+        """Takes up to ``n`` more bytes of the file; how many."""
+        got = min(n, len(self.data) - self.end)
+        self.end += got
+        return got
+
+    def consume(self, at: int):
+        """Drops the events before ``at``; read pages leave the process (the file stays
+        cached), so its resident memory holds the pieces being read, not the whole file."""
+        self.at = at
+        done = at - at % mmap.PAGESIZE
+        if done > self.released:
+            self.data.madvise(mmap.MADV_DONTNEED, self.released, done - self.released)
+            self.released = done
+
+
+class _Buffered:
+    """A gzip stream read into a buffer, its unread events ``data[at:end]``. The buffer is
+    reused, as fresh 8 MB objects for every piece cost more in page faults than parsing some
+    of them."""
+
+    def __init__(self, path: Path, fh, head: bytes):
+        self.path, self.fh = path, fh
+        self.data, self.at, self.end = bytearray(head), 0, len(head)
+
+    def read(self, n: int) -> int:
+        """Reads up to ``n`` more bytes; how many."""
+        buf, end = self.data, self.end
+        if len(buf) < end + n:
+            buf.extend(bytes(end + n - len(buf)))
+        got = 0
+        try:
+            while got < n:
+                k = self.fh.readinto(memoryview(buf)[end + got : end + n])
+                if not k:
+                    break
+                got += k
+        except (OSError, EOFError, zlib.error) as e:
+            raise TraceFormatError(self.path, f"truncated or corrupt gzip ({e})") from None
+        self.end += got
+        return got
+
+    def consume(self, at: int):
+        """Drops the events before ``at``: the rest moves to the front (the buffer is reused)."""
+        rest = self.data[at : self.end]
+        self.data[: len(rest)] = rest
+        self.at, self.end = 0, len(rest)
+
+
 class _Reader:
     """Yields the file's pieces as parts ``(rows, begin_end, strings, counts)``, each piece's
     rows with names as codes into its ``strings``; ``header`` holds the other top-level keys
     afterwards.
 
-    The pieces are cut where the reader's buffer ends after each read of ``chunk`` bytes, and
+    The pieces are cut where the bytes read so far end after each read of ``chunk`` bytes, and
     all reads but the first (``_HEAD``) are of ``chunk`` bytes, so where a piece ends depends
     only on the bytes just before ``_HEAD + k * chunk``. That lets ``batches(start, stop)``
     yield exactly the one-pass reader's pieces between two such offsets.
@@ -250,22 +306,6 @@ class _Reader:
             return fh.read(n)
         except (OSError, EOFError, zlib.error) as e:
             raise TraceFormatError(self.path, f"truncated or corrupt gzip ({e})") from None
-
-    def _fill(self, fh, buf: bytearray, end: int) -> int:
-        """Reads up to ``chunk`` bytes into ``buf`` at ``end``; the buffer is reused, as fresh
-        8 MB objects for every piece cost more in page faults than parsing some of them."""
-        if len(buf) < end + self.chunk:
-            buf.extend(bytes(end + self.chunk - len(buf)))
-        got = 0
-        try:
-            while got < self.chunk:
-                n = fh.readinto(memoryview(buf)[end + got : end + self.chunk])
-                if not n:
-                    break
-                got += n
-        except (OSError, EOFError, zlib.error) as e:
-            raise TraceFormatError(self.path, f"truncated or corrupt gzip ({e})") from None
-        return got
 
     def _bad_json(self, e: Exception) -> TraceFormatError:
         return TraceFormatError(self.path, f"not valid JSON ({e})")
@@ -320,48 +360,40 @@ class _Reader:
                     raise _OnePass
                 buf, pos = window[cut:].lstrip(_WS)[1:], start
             if isinstance(fh, gzip.GzipFile):
-                yield from self._pieces(fh, buf, bare_array, pos, stop)
+                yield from self._pieces(_Buffered(self.path, fh, buf), bare_array, pos, stop)
                 return
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                yield from self._mapped_pieces(data, pos - len(buf), pos, bare_array, stop)
+                yield from self._pieces(_Mapped(data, pos - len(buf), pos), bare_array, pos, stop)
 
-    def _mapped_pieces(self, data: mmap.mmap, at: int, pos: int, bare_array: bool, stop: int | None):
-        """``_pieces`` of an uncompressed file mapped in memory: the same pieces, read where they
-        lie instead of copied into a buffer (copying took as long as scanning). ``at`` is where
-        the unread events begin, ``pos`` how far ``_pieces`` would have read the file."""
-        size = len(data)
+    def _pieces(self, src, bare_array: bool, pos: int, stop: int | None):
+        """The pieces of the unread events of ``src`` (``_Mapped`` or ``_Buffered``), ``pos``
+        being how far the file is read."""
         want = self.chunk
-        released = at - at % mmap.PAGESIZE
         while True:
-            if pos - at < want:
+            if src.end - src.at < want:
                 if stop is not None and pos >= stop:
                     raise _OnePass
-                if pos < size:
-                    pos = min(pos + self.chunk, size)
+                n = src.read(self.chunk)
+                if n:
+                    pos += n
                     continue
                 head = b"[" if bare_array else _PREFIX
-                yield self._tail(memoryview(head + data[at:]), bare_array)
+                yield self._tail(memoryview(head + src.data[src.at : src.end]), bare_array)
                 return
-            cut = _cut(data, at, pos)
+            cut = _cut(src.data, src.at, src.end)
             if cut > 0:
-                batch = self._mapped_piece(data, at, cut)
+                batch = self._piece(src.data, src.at, cut)
                 if batch is not None:
-                    at = _WS_RUN.match(data, cut).end() + 1  # past the separating comma
-                    # Read pages leave the process (the file stays cached): its resident
-                    # memory holds the pieces being read, not the whole file.
-                    done = at - at % mmap.PAGESIZE
-                    if done > released:
-                        data.madvise(mmap.MADV_DONTNEED, released, done - released)
-                        released = done
+                    src.consume(_WS_RUN.match(src.data, cut).end() + 1)  # past the separating comma
                     want = self.chunk
                     yield batch
                     if stop is not None and pos == stop:
                         return
                     continue
-            want = (pos - at) * 2  # no clean cut yet: read on
+            want = (src.end - src.at) * 2  # no clean cut yet: read on
 
-    def _mapped_piece(self, data: mmap.mmap, start: int, stop: int) -> tuple | None:
-        """``_piece`` of the events ``data[start:stop]`` holds; None if they are not valid JSON."""
+    def _piece(self, data, start: int, stop: int) -> tuple | None:
+        """The part of the events ``data[start:stop]`` holds; None if they are not valid JSON."""
         import orjson
 
         scanned = _scan(data, start, stop)
@@ -371,57 +403,6 @@ class _Reader:
             return _decoded_part(*_decode(memoryview(b"[" + data[start:stop] + b"]")), self.path)
         except orjson.JSONDecodeError:
             return None
-
-    def _pieces(self, fh, head: bytes, bare_array: bool, pos: int, stop: int | None):
-        import orjson
-
-        # buf holds _PREFIX and then the unparsed bytes, so a piece is parsed in place as
-        # buf[p:cut] with "]" written at cut, and the tail of the document as buf[:end].
-        p = len(_PREFIX) - 1
-        buf = bytearray(_PREFIX + head)
-        end = len(buf)
-        eof = False
-        want = self.chunk
-        while True:
-            if not eof and end - p - 1 < want:
-                if stop is not None and pos >= stop:
-                    raise _OnePass
-                n = self._fill(fh, buf, end)
-                if n:
-                    end += n
-                    pos += n
-                    continue
-                eof = True
-            if eof:
-                yield self._tail(memoryview(buf)[p if bare_array else 0 : end], bare_array)
-                return
-            cut = _cut(buf, p + 1, end)
-            if cut > 0:
-                after = buf[cut]
-                buf[cut] = 0x5D  # "]"
-                try:
-                    batch = self._piece(memoryview(buf)[p : cut + 1])
-                except orjson.JSONDecodeError:
-                    batch = None
-                buf[cut] = after
-                if batch is not None:
-                    # drop the separating comma; the rest moves to the front
-                    rest = buf[_WS_RUN.match(buf, cut).end() + 1 : end]
-                    buf[p + 1 : p + 1 + len(rest)] = rest
-                    end = p + 1 + len(rest)
-                    want = self.chunk
-                    yield batch
-                    if stop is not None and pos == stop:
-                        return
-                    continue
-            want = (end - p - 1) * 2  # no clean cut yet: read on
-
-    def _piece(self, data: memoryview) -> tuple:
-        """The part of a piece, ``[`` to ``]``; raises orjson's error if it is not valid JSON."""
-        scanned = _scan(data)
-        if scanned is not None and scanned[0] == len(data):
-            return scanned[1]
-        return _decoded_part(*_decode(data), self.path)
 
     def _tail(self, data: memoryview, bare_array: bool) -> tuple:
         """The last piece: the events up to the end of the file (``[`` first), or the rest
