@@ -60,8 +60,8 @@ def scanned_flags(monkeypatch) -> list[bool]:
     seen = []
     scan = kineto._scan
 
-    def spy(data, *bounds):
-        out = scan(data, *bounds)
+    def spy(data, *bounds, **options):
+        out = scan(data, *bounds, **options)
         seen.append(out is not None)
         return out
 
@@ -405,3 +405,42 @@ def test_scanner_with_more_layouts_than_it_remembers(monkeypatch):
     end, (rows, *_) = kineto._scan(memoryview(body))
     assert end == len(body) and len(rows["kernels"]["start"]) == 6000
     assert (rows["kernels"]["correlation"] == 1).all()
+
+
+def test_cpu_ops_after_gpu_events_are_checked_not_kept(tmp_path, monkeypatch):
+    """Once a piece held GPU events, the scanner makes no rows of cpu_op events (``_Tables.add``
+    drops them), but still checks them: a bad one is reported as the other paths report it,
+    by one reader or by several sharing what they saw."""
+    from workbench.trace import _kineto_scan
+
+    op = '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 5, "tid": 5, "ts": %d, "dur": 1, "args": {"pad": "%s"}}'
+    body = ",".join(op % (10 + i, "p" * 200) for i in range(100)).encode()
+    kept, dropped = (_kineto_scan.scan(body, 0, len(body), keep) for keep in (True, False))
+    assert kept[1] == dropped[1] == 100  # events
+    assert len(kept[3][3][1]) == 100 * 5 * 8 and len(dropped[3][3][1]) == 0  # cpu_ops rows: 5 int64 each
+    for bad in (b'"ts": 50,', b'"name": "aten::mm", "pid": 5, "tid": 5, "ts": 50,'):
+        broken = body.replace(bad, bad.replace(b"50", b'"soon"').replace(b'"aten::mm"', b"7"), 1)
+        assert _kineto_scan.scan(broken, 0, len(broken), False) is None
+
+    ops = [op % (100 + i, "p" * 200) for i in range(20000)]
+    kernel = KERNEL % ARGS
+    for late_bad in (False, True):
+        if late_bad:
+            ops[-300] = ops[-300].replace('"ts": %d' % (100 + 19700), '"ts": "soon"')
+        path = tmp_path / f"ops{late_bad}.json"
+        path.write_text('{"traceEvents": [' + ",\n".join([kernel, *ops]) + "]}", encoding="utf-8")
+        monkeypatch.setattr(kineto, "_CHUNK", 256 << 10)
+        fast, all_scanned = outcome(path, monkeypatch, True)
+        plain, _ = outcome(path, monkeypatch, False)
+        assert_same_outcome(fast, plain)
+        assert all_scanned != late_bad
+        try:
+            threads = kineto.read_kineto(path, workers=2)
+        except TraceFormatError as e:
+            threads = str(e)
+        assert_same_outcome(threads, plain)
+        if late_bad:
+            assert "cpu_op ts has a non-numeric value 'soon'" in plain
+        else:
+            assert len(fast.kernels) == 1 and fast.meta["source"]["events"] == 20001
+            assert fast.meta["source"]["work_units"] == "kernel"

@@ -609,17 +609,29 @@ typedef struct {
     size_t mask;
 } Interner;
 
-/* Eight bytes a step: names are long (kernel templates) and hashed once per event. */
+/* Names are long (kernel templates) and hashed once per event: four lanes of eight bytes,
+   independent of each other, so that the multiplications overlap. */
+static inline uint64_t mix(uint64_t h, uint64_t w) {
+    h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+    return h ^ (h >> 32);
+}
+
 static uint64_t hash_bytes(const uchar *s, size_t n) {
-    uint64_t h = n * 0x9E3779B97F4A7C15ULL, w;
-    for (; n >= 8; s += 8, n -= 8) {
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
-        h ^= h >> 32;
+    uint64_t h0 = n * 0x9E3779B97F4A7C15ULL, h1 = h0 + 1, h2 = h0 + 2, h3 = h0 + 3, w[4];
+    for (; n >= 32; s += 32, n -= 32) {
+        memcpy(w, s, 32);
+        h0 = mix(h0, w[0]);
+        h1 = mix(h1, w[1]);
+        h2 = mix(h2, w[2]);
+        h3 = mix(h3, w[3]);
     }
-    w = 0;
-    memcpy(&w, s, n);
-    h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
+    for (; n >= 8; s += 8, n -= 8) {
+        memcpy(w, s, 8);
+        h0 = mix(h0, w[0]);
+    }
+    w[0] = 0;
+    memcpy(w, s, n);
+    uint64_t h = mix(mix(mix(mix(h0, w[0]), h1), h2), h3) * 0xC4CEB9FE1A85EC53ULL;
     return h ^ (h >> 29);
 }
 
@@ -734,6 +746,7 @@ typedef struct {
     Buf scratch;   /* an escaped string's text */
     Shapes shapes;
     Py_ssize_t events, gpu_user_annotations;
+    int cpu_ops; /* 0: cpu_op rows are checked, not kept (the trace has GPU events) */
 } Scan;
 
 /* ------------------------------------------------------------------ routing and checks */
@@ -847,14 +860,20 @@ static int column(Scan *s, int table, int col, const Event *e, int driver, int64
     return 1;
 }
 
-static int add_row(Scan *s, int table, const Event *e, int driver) {
+/* An event's row; with keep 0 it is only checked as the other path checks it (a row that
+   would be dropped later must still be valid, or the same error would not be raised). */
+static int add_row(Scan *s, int table, const Event *e, int driver, int keep) {
     int64_t row[MAX_COLUMNS];
     for (int c = 0; c < tables[table].ncols; c++) {
+        if (!keep && tables[table].cols[c] == C_NAME) {
+            if (e->f[F_NAME].type != T_STR) return DECLINE;
+            continue;
+        }
         int r = column(s, table, tables[table].cols[c], e, driver, &row[c]);
         if (r <= 0) return r < 0 ? NOMEM : DECLINE;
         if (tables[table].cols[c] == C_DUR) row[c] += row[c - 1]; /* the end: ts comes just before */
     }
-    return buf_add(&s->rows[table], row, tables[table].ncols * sizeof(int64_t)) ? OK : NOMEM;
+    return !keep || buf_add(&s->rows[table], row, tables[table].ncols * sizeof(int64_t)) ? OK : NOMEM;
 }
 
 /* A B/E range event as kineto._begin_end takes it: int pid/tid, a time, a name for B. */
@@ -888,7 +907,7 @@ static int add_event(Scan *s, const Event *e) {
         return OK;
     }
     if (g == G_RANGES_BE) return add_begin_end(s, e, ph);
-    return add_row(s, g, e, driver);
+    return add_row(s, g, e, driver, g != T_CPU_OPS || s->cpu_ops);
 }
 
 /* ------------------------------------------------------------------ shapes
@@ -1118,11 +1137,60 @@ static PyObject *begin_end_list(const Scan *s) {
     return out;
 }
 
-static PyObject *result(const Scan *s, Py_ssize_t end) {
+/* A table's rows, handed over rather than copied: copying them took as long as a tenth of
+   the scan, with the GIL held. */
+typedef struct {
+    PyObject_HEAD
+    uchar *data;
+    Py_ssize_t n;
+} RowsObject;
+
+static int rows_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+    RowsObject *r = (RowsObject *)self;
+    return PyBuffer_FillInfo(view, self, r->data, r->n, 0, flags);
+}
+
+static void rows_dealloc(PyObject *self) {
+    free(((RowsObject *)self)->data);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static Py_ssize_t rows_len(PyObject *self) { return ((RowsObject *)self)->n; }
+
+static PyBufferProcs rows_buffer = {rows_getbuffer, NULL};
+static PySequenceMethods rows_sequence = {.sq_length = rows_len}; /* empty ones are false */
+
+static PyTypeObject RowsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_kineto_scan.Rows",
+    .tp_basicsize = sizeof(RowsObject),
+    .tp_dealloc = rows_dealloc,
+    .tp_as_buffer = &rows_buffer,
+    .tp_as_sequence = &rows_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A table's rows from scan (a buffer).",
+};
+
+/* The rows of b as a RowsObject that owns them (b is left empty). */
+static PyObject *rows_of(Buf *b) {
+    RowsObject *r = PyObject_New(RowsObject, &RowsType);
+    if (!r) return NULL;
+    r->data = b->data;
+    r->n = (Py_ssize_t)b->n;
+    if (b->n < b->cap) {
+        uchar *d = realloc(b->data, b->n ? b->n : 1); /* the slack would be held until the trace is built */
+        if (d) r->data = d;
+    }
+    b->data = NULL;
+    b->n = b->cap = 0;
+    return (PyObject *)r;
+}
+
+static PyObject *result(Scan *s, Py_ssize_t end) {
     PyObject *per_table = PyTuple_New(NT);
     for (int t = 0; per_table && t < NT; t++) {
         PyObject *names = tables[t].name_column ? names_list(&s->names[t]) : Py_NewRef(Py_None);
-        PyObject *rows = names ? PyByteArray_FromStringAndSize((const char *)s->rows[t].data, s->rows[t].n) : NULL;
+        PyObject *rows = names ? rows_of(&s->rows[t]) : NULL;
         if (!rows) {
             Py_XDECREF(names);
             Py_CLEAR(per_table);
@@ -1144,8 +1212,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     Py_buffer view;
     Scan s;
     Py_ssize_t start = 0, stop = -1, end = 0;
-    int r;
-    if (!PyArg_ParseTuple(args, "y*|nn", &view, &start, &stop)) return NULL;
+    int r, cpu_ops = 1;
+    if (!PyArg_ParseTuple(args, "y*|nnp", &view, &start, &stop, &cpu_ops)) return NULL;
     int bare = PyTuple_GET_SIZE(args) > 1;
     if (stop < 0) stop = view.len;
     if (start < 0 || start > stop || stop > view.len) {
@@ -1155,6 +1223,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     }
     memset(&s, 0, sizeof s);
     s.shapes.root = -1;
+    s.cpu_ops = cpu_ops;
     const uchar *data = (const uchar *)view.buf + start;
     Py_BEGIN_ALLOW_THREADS
     r = scan_events(&s, data, (const uchar *)view.buf + stop, bare, &end);
@@ -1186,8 +1255,9 @@ static PyObject *tables_spec(void) {
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(data[, start, stop]): columns of the JSON array of Kineto events data begins with, or with start "
-     "and stop of the events data[start:stop] holds (the array's insides); None to leave them to the other path."},
+     "scan(data[, start, stop[, cpu_ops]]): columns of the JSON array of Kineto events data begins with, or "
+     "with start and stop of the events data[start:stop] holds (the array's insides); None to leave them to "
+     "the other path. cpu_ops false: cpu_op events are checked but give no rows."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1198,6 +1268,7 @@ PyMODINIT_FUNC PyInit__kineto_scan(void) {
     key_heads(args_keys, NA);
     c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
     if (!c_locale) return PyErr_NoMemory();
+    if (PyType_Ready(&RowsType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     PyObject *spec = tables_spec();

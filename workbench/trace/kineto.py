@@ -24,6 +24,7 @@ import gzip
 import mmap
 import os
 import re
+import threading
 import zlib
 from contextlib import contextmanager
 from functools import cache
@@ -46,6 +47,9 @@ _SLICE = 2048  # events turned into rows at a time
 # The least a thread's range is worth its start (the header read again, a window before the
 # range, a piece cut short at its end): below two of them, the file is read in one pass.
 _RANGE_MIN = 64 << 20
+# Ranges per thread: a thread that is done early takes the next range, so threads end together
+# although some parts of a file read faster than others (CPU ops, then GPU events).
+_RANGES_PER_THREAD = 4
 _WINDOW = 1 << 20  # bytes before a range's start searched for the cut the one-pass reader makes
 _KEY = b'"traceEvents"'
 _PREFIX = b'{"traceEvents":['
@@ -143,12 +147,16 @@ _NARROW = {("api", "kind"): np.int8}
 _GPU = {"kernels", "memcpy", "memset"}
 
 
-def _scan(data, *bounds: int):
+def _scan(data, *bounds: int, cpu_ops: bool = True):
     """``(end, part)`` for the JSON array of events that ``data`` begins with, read by the C
     scanner, ``end`` being the offset just past the array; None where the scanner declines it.
-    With ``start, stop``: the events ``data[start:stop]`` holds, the inside of such an array."""
+    With ``start, stop``: the events ``data[start:stop]`` holds, the inside of such an array;
+    there ``cpu_ops`` false has cpu_op events checked as ever but make no rows (``_Tables.add``
+    would drop them)."""
     scanner = _scanner()
-    out = scanner.scan(data, *bounds) if scanner else None
+    if scanner is None:
+        return None
+    out = scanner.scan(data, *bounds, cpu_ops) if bounds else scanner.scan(data)
     if out is None:
         return None
     end, events, annotations, tables, begin_end = out
@@ -296,10 +304,13 @@ class _Reader:
     yield exactly the one-pass reader's pieces between two such offsets.
     """
 
-    def __init__(self, path: Path, chunk: int):
+    def __init__(self, path: Path, chunk: int, gpu: threading.Event | None = None):
         self.path = path
         self.chunk = chunk
         self.header: dict[str, Any] = {}
+        # Set once a piece of the file held GPU events (shared by the readers of its ranges):
+        # from then on cpu_op rows would be dropped by _Tables.add, so they are not made.
+        self.gpu = gpu or threading.Event()
 
     def _read(self, fh, n: int) -> bytes:
         try:
@@ -396,13 +407,17 @@ class _Reader:
         """The part of the events ``data[start:stop]`` holds; None if they are not valid JSON."""
         import orjson
 
-        scanned = _scan(data, start, stop)
+        scanned = _scan(data, start, stop, cpu_ops=not self.gpu.is_set())
         if scanned is not None:
-            return scanned[1]
-        try:
-            return _decoded_part(*_decode(memoryview(b"[" + data[start:stop] + b"]")), self.path)
-        except orjson.JSONDecodeError:
-            return None
+            part = scanned[1]
+        else:
+            try:
+                part = _decoded_part(*_decode(memoryview(b"[" + data[start:stop] + b"]")), self.path)
+            except orjson.JSONDecodeError:
+                return None
+        if part[0].keys() & _GPU:
+            self.gpu.set()
+        return part
 
     def _tail(self, data: memoryview, bare_array: bool) -> tuple:
         """The last piece: the events up to the end of the file (``[`` first), or the rest
@@ -842,22 +857,24 @@ def _gc_off():
 def read_kineto(path: str | Path, workers: int | None = None) -> Trace:
     """Imports a torch.profiler trace (``.json`` or ``.json.gz``).
 
-    ``workers``: how many threads read an uncompressed file, each a range of about equal
-    size (see ``kineto_parallel``); by default one per CPU, but no more than ranges of
+    ``workers``: how many threads read an uncompressed file, in ranges of about equal size
+    (see ``kineto_parallel``); by default one per CPU, but no more than ranges of
     ``_RANGE_MIN`` bytes. The result does not depend on it.
     """
     path = Path(path)
+    threads = _threads(path, workers)
+    stops = _range_stops(path, _CHUNK, threads * _RANGES_PER_THREAD) if threads > 1 else []
     with _gc_off():
-        tables, header = _read(path, _CHUNK, _range_stops(path, _CHUNK, workers))
+        tables, header = _read(path, _CHUNK, stops, threads)
     return tables.trace(header)
 
 
-def _read(path: Path, chunk: int, stops: list[int]) -> tuple[_Tables, dict]:
+def _read(path: Path, chunk: int, stops: list[int], threads: int = 1) -> tuple[_Tables, dict]:
     if stops:
         from .kineto_parallel import read_parallel
 
         try:
-            return read_parallel(path, chunk, stops)
+            return read_parallel(path, chunk, stops, threads)
         except _OnePass:
             pass
     tables = _Tables(path)
@@ -867,17 +884,22 @@ def _read(path: Path, chunk: int, stops: list[int]) -> tuple[_Tables, dict]:
     return tables, reader.header
 
 
-def _range_stops(path: Path, chunk: int, workers: int | None) -> list[int]:
-    """Where each reader's range ends but the last's, or [] for one pass."""
+def _threads(path: Path, workers: int | None) -> int:
+    """How many threads read the file: 1 for one pass."""
     if _gzipped(path):
-        return []  # a gzip stream cannot be entered in the middle
-    size = path.stat().st_size
+        return 1  # a gzip stream cannot be entered in the middle
     if workers is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        workers = min(cpus, size // _RANGE_MIN)
-    chunks = (size - _HEAD) // chunk
-    workers = min(workers, chunks)
-    return [_HEAD + chunk * (chunks * i // workers) for i in range(1, workers)]
+        workers = min(cpus, path.stat().st_size // _RANGE_MIN)
+    return max(workers, 1)
+
+
+def _range_stops(path: Path, chunk: int, ranges: int) -> list[int]:
+    """Where each of ``ranges`` ranges of about equal size ends but the last (fewer where the
+    file has fewer chunks), or [] for one."""
+    chunks = (path.stat().st_size - _HEAD) // chunk
+    ranges = min(ranges, chunks)
+    return [_HEAD + chunk * (chunks * i // ranges) for i in range(1, ranges)]
 
 
 def _begin_end(rows: list, open_b, rng, rnames, where):

@@ -1,8 +1,9 @@
 """Reading a large uncompressed Kineto file in several threads.
 
-Each thread reads one range of the file (see ``kineto._Reader.batches``: a range holds exactly
-the pieces the one-pass reader makes there). The C scanner reads a piece without holding the
-GIL, so the threads scan at the same time. Their pieces are then added in file order, and a
+The file is cut into ranges, a few per thread, and each thread reads the next range not yet
+taken (see ``kineto._Reader.batches``: a range holds exactly the pieces the one-pass reader
+makes there). The C scanner reads a piece without holding the GIL, so the threads scan at the
+same time. Their pieces are then added in file order, and a
 problem a range met is raised after the pieces before it: every table, row and name order,
 and the first problem reported, come out as from one pass.
 """
@@ -16,13 +17,15 @@ from pathlib import Path
 from .kineto import _Reader, _Tables
 
 
-def read_parallel(path: Path, chunk: int, stops: list[int]) -> tuple[_Tables, dict]:
-    """The tables and header of the whole file, the ranges ending at ``stops`` and at its end;
-    raises ``kineto._OnePass`` when a range cannot be read apart."""
+def read_parallel(path: Path, chunk: int, stops: list[int], threads: int | None = None) -> tuple[_Tables, dict]:
+    """The tables and header of the whole file, the ranges ending at ``stops`` and at its end,
+    read by ``threads`` threads (one per range by default); raises ``kineto._OnePass`` when a
+    range cannot be read apart."""
     ranges = list(zip([None, *stops], [*stops, None]))
-    readers = [_Reader(path, chunk) for _ in ranges]
+    gpu = threading.Event()
+    readers = [_Reader(path, chunk, gpu) for _ in ranges]
     done = threading.Event()  # a problem ends the read: the other threads stop early
-    with ThreadPoolExecutor(len(ranges), thread_name_prefix="kineto") as pool:
+    with ThreadPoolExecutor(threads or len(ranges), thread_name_prefix="kineto") as pool:
         futures = [pool.submit(_parts, r, start, stop, done) for r, (start, stop) in zip(readers, ranges)]
         try:
             tables = _Tables(path)
