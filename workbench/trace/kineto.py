@@ -130,13 +130,13 @@ def _utf8(data: memoryview) -> bool:
 
 @cache
 def _scanner():
-    """The C scanner and the numpy dtype of each of its tables' rows; None where the extension
+    """The C scanner and its tables (name, name column, columns); None where the extension
     is not built, and the msgspec/orjson path reads every piece."""
     try:
         from . import _kineto_scan
     except ImportError:
         return None
-    tables = [(table, named, np.dtype([(c, np.int64) for c in cols])) for table, named, cols in _kineto_scan.TABLES]
+    tables = _kineto_scan.TABLES
     return SimpleNamespace(scan=_kineto_scan.scan, tables=tables)
 
 
@@ -161,18 +161,18 @@ def _scan(data, *bounds: int, cpu_ops: bool = True):
         return None
     end, events, annotations, tables, begin_end = out
     rows, strings = {}, {}
-    for (table, named, dtype), (names, data) in zip(scanner.tables, tables):
+    for (table, named, columns), (names, data) in zip(scanner.tables, tables):
         if data:
-            rows[table] = _scanned_rows(table, np.frombuffer(data, dtype))
+            rows[table] = _scanned_rows(table, np.frombuffer(data, np.int64).reshape(len(columns), -1), columns)
             if named:
                 strings[table] = names
     return end, (rows, begin_end, strings, {"events": events, "gpu_user_annotation": annotations})
 
 
-def _scanned_rows(table: str, rec: np.ndarray) -> dict:
-    """A table's columns from the scanner's rows, as ``_rows`` makes them (same order too; the
-    scanner gives start and end in ns as ``_ns`` makes them)."""
-    return {c: rec[c].astype(_NARROW[table, c]) if (table, c) in _NARROW else rec[c] for c in rec.dtype.names}
+def _scanned_rows(table: str, values: np.ndarray, columns: tuple) -> dict:
+    """A table's columns from the scanner's (one row of ``values`` per column), as ``_rows``
+    makes them (same order too; the scanner gives start and end in ns as ``_ns`` makes them)."""
+    return {c: v.astype(_NARROW[table, c]) if (table, c) in _NARROW else v for c, v in zip(columns, values)}
 
 
 def _after_events(rest: memoryview, bare_array: bool) -> dict | None:
