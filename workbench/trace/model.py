@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
@@ -221,10 +222,14 @@ def build(tables: dict[str, pd.DataFrame], meta: dict[str, Any], where: str) -> 
             raise TraceFormatError(
                 where, f"{int(neg.sum())} {t} event(s) with negative duration, first at {df['start'].iloc[i]} ns{what}"
             )
-    out["ranges"], timelines = _tree(out["ranges"])
-    _join_launches(out["kernels"], out["api"])
-    # The defaults of the launch columns the join did not make.
-    out["kernels"] = _typed("kernels", out["kernels"], where, [c for c in SCHEMA["kernels"] if c not in _DERIVED["kernels"]])
+    # The range tree and the launch join do not depend on each other, and both spend most of
+    # their time in numpy and Arrow without the GIL: on two CPUs they take the time of one.
+    with ThreadPoolExecutor(1, thread_name_prefix="workbench-tree") as pool:
+        tree = pool.submit(_tree, out["ranges"])
+        _join_launches(out["kernels"], out["api"])
+        # The defaults of the launch columns the join did not make.
+        out["kernels"] = _typed("kernels", out["kernels"], where, [c for c in SCHEMA["kernels"] if c not in _DERIVED["kernels"]])
+        out["ranges"], timelines = tree.result()
     _put(out["kernels"], "range_id", innermost_ranges(out["kernels"], out["ranges"], timelines))
     per_range, totals = attribute(out["kernels"], len(out["ranges"]))
     for col, values in per_range.items():
