@@ -740,8 +740,16 @@ typedef struct {
 #define MAX_NODES 4096
 #define MAX_SHAPE_TEXT (1 << 20)
 
+/* A table's rows column after column: each column's values one after another, cap apart
+   while rows are added. Copied into the trace's columns, a column is then read once, not once
+   per column of the row; and written in place, rows need no second buffer to be turned. */
 typedef struct {
-    Buf rows[NT];
+    int64_t *cols;
+    size_t n, cap;
+} Rows;
+
+typedef struct {
+    Rows rows[NT];
     Interner names[NT];
     Buf begin_end; /* BeginEnd */
     Buf be_names;
@@ -749,7 +757,7 @@ typedef struct {
     Shapes shapes;
     Py_ssize_t events, gpu_user_annotations;
     int cpu_ops; /* 0: cpu_op rows are checked, not kept (the trace has GPU events) */
-    size_t rows_hint; /* bytes a table's rows start with: growing them by copies cost a tenth of the scan */
+    size_t bytes; /* of the events scanned */
 } Scan;
 
 /* ------------------------------------------------------------------ routing and checks */
@@ -867,6 +875,28 @@ static int column(Scan *s, int table, int col, const Event *e, int driver, int64
     return 1;
 }
 
+/* Rows per byte of events of each table in the last piece this thread scanned: the pieces of
+   a file are alike, so a table's room is sized by the last one's and rarely grows (growing
+   copies the rows), and little room is left over to drop (what is moved into it is written to
+   fresh pages, whose first touch costs as much as scanning them on a VM). */
+static _Thread_local double rows_per_byte[NT];
+
+static size_t rows_hint(const Scan *s, int table) {
+    double rate = rows_per_byte[table] > 0 ? rows_per_byte[table] : 1.0 / 256;
+    return (size_t)(rate * 1.05 * (double)s->bytes) + 64;
+}
+
+/* Room for cap rows. */
+static int rows_grow(Rows *t, int ncols, size_t cap) {
+    int64_t *cols = malloc(cap * ncols * sizeof(int64_t));
+    if (!cols) return 0;
+    for (int c = 0; c < ncols && t->n; c++) memcpy(cols + c * cap, t->cols + c * t->cap, t->n * sizeof(int64_t));
+    free(t->cols);
+    t->cols = cols;
+    t->cap = cap;
+    return 1;
+}
+
 /* An event's row; with keep 0 it is only checked as the other path checks it (a row that
    would be dropped later must still be valid, or the same error would not be raised). */
 static int add_row(Scan *s, int table, const Event *e, int driver, int keep) {
@@ -881,9 +911,12 @@ static int add_row(Scan *s, int table, const Event *e, int driver, int keep) {
         if (tables[table].cols[c] == C_DUR) row[c] += row[c - 1]; /* the end: ts comes just before */
     }
     if (!keep) return OK;
-    Buf *b = &s->rows[table];
-    if (!b->cap && !buf_reserve(b, s->rows_hint)) return NOMEM; /* only the pages written are used */
-    return buf_add(b, row, tables[table].ncols * sizeof(int64_t)) ? OK : NOMEM;
+    int ncols = tables[table].ncols;
+    Rows *t = &s->rows[table];
+    if (t->n == t->cap && !rows_grow(t, ncols, t->cap ? 2 * t->cap : rows_hint(s, table))) return NOMEM;
+    for (int c = 0; c < ncols; c++) t->cols[c * t->cap + t->n] = row[c];
+    t->n++;
+    return OK;
 }
 
 /* A B/E range event as kineto._begin_end takes it: int pid/tid, a time, a name for B. */
@@ -1106,7 +1139,7 @@ static int scan_events(Scan *s, const uchar *data, const uchar *end, int bare, P
 
 static void scan_free(Scan *s) {
     for (int t = 0; t < NT; t++) {
-        free(s->rows[t].data);
+        free(s->rows[t].cols);
         interner_free(&s->names[t]);
     }
     free(s->begin_end.data);
@@ -1185,35 +1218,20 @@ static PyTypeObject RowsType = {
     .tp_doc = "A table's rows from scan (a buffer).",
 };
 
-/* A table's rows column after column (each column's values one after another): copied into
-   the trace's columns, a column is then read from memory once, not once per column of the row.
-   Done here, by the thread that scanned the rows, while they are still in the CPU cache. */
-static int transpose(Buf *b, int ncols) {
-    size_t n = b->n / (ncols * sizeof(int64_t));
-    if (n < 2 || ncols < 2) return 1;
-    int64_t *cols = malloc(b->n);
-    if (!cols) return 0;
-    const int64_t *rows = (const int64_t *)b->data;
-    for (size_t r = 0; r < n; r++)
-        for (int c = 0; c < ncols; c++) cols[c * n + r] = rows[r * ncols + c];
-    free(b->data);
-    b->data = (uchar *)cols;
-    b->cap = b->n;
-    return 1;
-}
-
-/* The rows of b as a RowsObject that owns them (b is left empty). */
-static PyObject *rows_of(Buf *b) {
+/* The columns of t side by side (the room between them dropped), as a RowsObject that owns
+   them (t is left empty). */
+static PyObject *rows_of(Rows *t, int ncols) {
     RowsObject *r = PyObject_New(RowsObject, &RowsType);
     if (!r) return NULL;
-    r->data = b->data;
-    r->n = (Py_ssize_t)b->n;
-    if (b->n < b->cap) {
-        uchar *d = realloc(b->data, b->n ? b->n : 1); /* the slack would be held until the trace is built */
+    for (int c = 1; c < ncols && t->n < t->cap; c++) memmove(t->cols + c * t->n, t->cols + c * t->cap, t->n * sizeof(int64_t));
+    r->data = (uchar *)t->cols;
+    r->n = (Py_ssize_t)(t->n * ncols * sizeof(int64_t));
+    if (t->n < t->cap) {
+        uchar *d = realloc(t->cols, r->n ? (size_t)r->n : 1); /* the room would be held until the trace is built */
         if (d) r->data = d;
     }
-    b->data = NULL;
-    b->n = b->cap = 0;
+    t->cols = NULL;
+    t->n = t->cap = 0;
     return (PyObject *)r;
 }
 
@@ -1221,7 +1239,7 @@ static PyObject *result(Scan *s, Py_ssize_t end) {
     PyObject *per_table = PyTuple_New(NT);
     for (int t = 0; per_table && t < NT; t++) {
         PyObject *names = tables[t].name_column ? names_list(&s->names[t]) : Py_NewRef(Py_None);
-        PyObject *rows = names ? rows_of(&s->rows[t]) : NULL;
+        PyObject *rows = names ? rows_of(&s->rows[t], tables[t].ncols) : NULL;
         if (!rows) {
             Py_XDECREF(names);
             Py_CLEAR(per_table);
@@ -1255,12 +1273,12 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     memset(&s, 0, sizeof s);
     s.shapes.root = -1;
     s.cpu_ops = cpu_ops;
-    s.rows_hint = (size_t)(stop - start) / 4 + 4096; /* rows are smaller than a quarter of their events */
+    s.bytes = (size_t)(stop - start);
     const uchar *data = (const uchar *)view.buf + start;
     Py_BEGIN_ALLOW_THREADS
     r = scan_events(&s, data, (const uchar *)view.buf + stop, bare, &end);
-    for (int t = 0; r == OK && t < NT; t++)
-        if (!transpose(&s.rows[t], tables[t].ncols)) r = NOMEM;
+    for (int t = 0; r == OK && s.bytes && t < NT; t++)
+        if (s.rows[t].n) rows_per_byte[t] = (double)s.rows[t].n / (double)s.bytes;
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     PyObject *out = r == OK ? result(&s, end) : r == NOMEM ? PyErr_NoMemory() : Py_NewRef(Py_None);

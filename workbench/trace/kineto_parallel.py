@@ -26,7 +26,11 @@ def read_parallel(path: Path, chunk: int, stops: list[int], threads: int | None 
     readers = [_Reader(path, chunk, gpu) for _ in ranges]
     done = threading.Event()  # a problem ends the read: the other threads stop early
     with ThreadPoolExecutor(threads or len(ranges), thread_name_prefix="kineto") as pool:
-        futures = [pool.submit(_parts, r, start, stop, done) for r, (start, stop) in zip(readers, ranges)]
+        # The last range first: GPU events follow the CPU ops in torch.profiler's files, and
+        # once one is seen the CPU ops are only checked (see kineto._Reader.gpu).
+        futures = [None] * len(ranges)
+        for i in [len(ranges) - 1, *range(len(ranges) - 1)]:
+            futures[i] = pool.submit(_parts, readers[i], *ranges[i], done)
         try:
             tables = _Tables(path)
             for future in futures:
