@@ -329,6 +329,10 @@ def test_scanned_times_are_python_floats_in_ns(monkeypatch):
         form = rng.choice(["%.3f", "%.17g", "%.6e", "%r", "%d", "%.25f", "%.0f", "%.12E"])
         texts.append(form % (int(x) if form == "%d" else x))
     texts += ["0", "-0", "-0.0", "1e15", "1e-22", "4503599627370497.5", "5080807972648.400000000001", "1E+2"]
+    # three decimals (torch.profiler's), which the scanner takes as ns where a double keeps
+    # them exact: around the bound, 2**43 us, every ending
+    texts += ["%d.%03d" % (a, b) for a in (2**43 - 2, 2**43 - 1, 2**43, 2**43 + 1, 5080807972648, 0) for b in range(1000)]
+    texts += ["%.3f" % rng.uniform(0, 10.0 ** rng.randint(0, 15)) for _ in range(4000)]
     body = ",".join(KERNEL.replace("10.5", t) % "null" for t in texts)
     end, (rows, *_) = kineto._scan(memoryview(("[" + body + "]").encode()))
     expected = kineto._ns(np.array([float(t) for t in texts]))

@@ -823,6 +823,12 @@ static int id_of(const Val *v, int64_t *out) {
     return 1;
 }
 
+/* Below this many ns, a time of microseconds with three decimals, read as a double and
+   turned into ns by ns_of, gives its digits back: the double is within half a unit in the
+   last place of the true value, 2**-11 us at most below 2**43 us, which is less than half a
+   ns, and ns_of rounds to the nearest ns. */
+#define NS_EXACT (1000ULL << 43)
+
 /* Microseconds to integer ns as kineto._ns makes them: whole microseconds and the fraction
    apart, so that epoch-sized times stay exact. */
 static int64_t ns_of(double us) {
@@ -848,8 +854,14 @@ static int column(Scan *s, int table, int col, const Event *e, int driver, int64
     }
     case C_TS:
     case C_DUR: {
+        const Val *v = &e->f[col == C_TS ? F_TS : F_DUR];
         double x;
-        if (!time_of(&e->f[col == C_TS ? F_TS : F_DUR], &x)) return 0;
+        if (v->type == T_NUM && v->exp10 == -3 && v->exact && !v->neg && v->m < NS_EXACT) {
+            /* microseconds with three decimals (torch.profiler's): the digits are the ns */
+            *out = (int64_t)v->m;
+            return 1;
+        }
+        if (!time_of(v, &x)) return 0;
         *out = ns_of(x);
         return 1;
     }
