@@ -895,11 +895,14 @@ def _threads(path: Path, workers: int | None) -> int:
 
 
 def _range_stops(path: Path, chunk: int, ranges: int) -> list[int]:
-    """Where each of ``ranges`` ranges of about equal size ends but the last (fewer where the
-    file has fewer chunks), or [] for one."""
+    """Where each of ``ranges`` ranges ends but the last (fewer where the file has fewer
+    chunks), or [] for one. The k-th of n ranges is n - k parts long: threads taking the next
+    range in turn end at about the same time, the last ranges being short."""
     chunks = (path.stat().st_size - _HEAD) // chunk
     ranges = min(ranges, chunks)
-    return [_HEAD + chunk * (chunks * i // ranges) for i in range(1, ranges)]
+    parts = ranges * (ranges + 1) // 2
+    done = np.cumsum(np.arange(ranges, 1, -1))  # parts before each stop
+    return sorted({_HEAD + chunk * int(chunks * d // parts) for d in done} - {_HEAD})
 
 
 def _begin_end(rows: list, open_b, rng, rnames, where):
