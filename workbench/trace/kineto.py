@@ -593,15 +593,14 @@ class _Columns:
             self.pieces.setdefault(k, []).append(v)
 
     def frame(self, cats: dict[str, _Interner]) -> pd.DataFrame:
-        """The table, each column one new array filled piece after piece: the scanner's
-        columns are strided views of a piece's rows, which stay in the CPU cache while all
-        their columns are copied (column after column, each would be read from memory)."""
-        cols = self.pieces.items()
-        ends = np.cumsum([len(p) for p in next(iter(self.pieces.values()))]).tolist()
-        out = {k: np.empty(ends[-1], code_dtype(len(cats[k])) if k in cats else np.result_type(*parts)) for k, parts in cols}
-        for i, (lo, hi) in enumerate(zip([0, *ends], ends)):
-            for k, parts in cols:
-                out[k][lo:hi] = parts[i]
+        """The table, each column its pieces joined into one new array. The pieces are let go
+        column by column (a piece from the scanner is freed with its last column), so what
+        they held is free again for the arrays made after them."""
+        out = {}
+        for k in list(self.pieces):
+            parts = self.pieces.pop(k)
+            dtype = code_dtype(len(cats[k])) if k in cats else np.result_type(*parts)
+            out[k] = np.concatenate(parts, dtype=dtype, casting="same_kind")
         for k in out.keys() & cats.keys():
             out[k] = cats[k].categorical(out[k])
         return pd.DataFrame(out, copy=False)  # the columns are new arrays: no second copy
