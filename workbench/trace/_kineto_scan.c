@@ -1230,20 +1230,28 @@ static PyTypeObject RowsType = {
     .tp_doc = "A table's rows from scan (a buffer).",
 };
 
-/* The columns of t side by side (the room between them dropped), as a RowsObject that owns
-   them (t is left empty). */
-static PyObject *rows_of(Rows *t, int ncols) {
-    RowsObject *r = PyObject_New(RowsObject, &RowsType);
-    if (!r) return NULL;
+/* The columns of t side by side (the room between them dropped), *bytes long; t is left
+   empty. */
+static uchar *rows_close(Rows *t, int ncols, size_t *bytes) {
     for (int c = 1; c < ncols && t->n < t->cap; c++) memmove(t->cols + c * t->n, t->cols + c * t->cap, t->n * sizeof(int64_t));
-    r->data = (uchar *)t->cols;
-    r->n = (Py_ssize_t)(t->n * ncols * sizeof(int64_t));
+    uchar *data = (uchar *)t->cols;
+    *bytes = t->n * ncols * sizeof(int64_t);
     if (t->n < t->cap) {
-        uchar *d = realloc(t->cols, r->n ? (size_t)r->n : 1); /* the room would be held until the trace is built */
-        if (d) r->data = d;
+        uchar *d = realloc(data, *bytes ? *bytes : 1); /* the room would be held until the trace is built */
+        if (d) data = d;
     }
     t->cols = NULL;
     t->n = t->cap = 0;
+    return data;
+}
+
+/* The rows of t (see rows_close) as a RowsObject that owns them. */
+static PyObject *rows_of(Rows *t, int ncols) {
+    RowsObject *r = PyObject_New(RowsObject, &RowsType);
+    if (!r) return NULL;
+    size_t bytes;
+    r->data = rows_close(t, ncols, &bytes);
+    r->n = (Py_ssize_t)bytes;
     return (PyObject *)r;
 }
 
