@@ -352,8 +352,13 @@ def varied_events(n: int, seed: int) -> str:
     skips = nums + strs + ["null", "true", "false", "[]", "{}", '[1, {"a": [2, "]"]}]', '{"x": {"y": null}}']
     grids = ["[1, 1, 1]", "[4, 7, 1]", "[4, 7]", "[12, 1, 1, 1]", "[]", "null", "[1,1,1]"]
     ids = ints + ["null"]
+    # ph and cat: the scanner branches on them (see shapes); some are prefixes of others, one
+    # is escaped, and some values make the event go to no table
+    phs = ['"X"'] * 6 + ['"i"', '"XX"']
+    cats = ['"kernel"'] * 6 + ['"kernel2"', '"cuda_runtime"', '"cuda_driver"', r'"cuda\u005fruntime"', '"cpu_op"',
+                              '"user_annotation"', '""']
     layouts = [
-        '{\n    "ph": "X", "cat": "kernel", "name": %(name)s, "pid": 0, "tid": %(id)s,\n    "ts": %(ts)s, '
+        '{\n    "ph": %(ph)s, "cat": %(cat)s, "name": %(name)s, "pid": 0, "tid": %(id)s,\n    "ts": %(ts)s, '
         '"dur": %(dur)s,\n    "args": {\n      "External id": %(skip)s, "device": %(id2)s, "stream": 7, '
         '"correlation": %(id3)s, "grid": %(grid)s, "block": %(grid2)s, "occupancy": %(skip2)s\n    }\n  }',
         '{\n    "ph": "X", "cat": "cuda_runtime", "name": %(name)s, "pid": %(id)s, "tid": 5,\n    "ts": %(ts)s, '
@@ -368,7 +373,7 @@ def varied_events(n: int, seed: int) -> str:
         values = {
             "name": rng.choice(strs), "id": rng.choice(ids), "id2": rng.choice(ids), "id3": rng.choice(ids),
             "ts": rng.choice(times), "dur": rng.choice([t for t in times if t[0] != "-"]), "skip": rng.choice(skips), "skip2": rng.choice(skips),
-            "grid": rng.choice(grids), "grid2": rng.choice(grids[:3]),
+            "grid": rng.choice(grids), "grid2": rng.choice(grids[:3]), "ph": rng.choice(phs), "cat": rng.choice(cats),
         }
         event = rng.choice(layouts) % values
         if rng.random() < 0.02:
@@ -386,7 +391,7 @@ def test_scanner_reads_varied_values_in_repeated_layouts_as_the_other_paths(tmp_
     assert all_scanned
     plain, _ = outcome(path, monkeypatch, False)
     assert_same_outcome(fast, plain)
-    assert len(fast.kernels) > 1000
+    assert len(fast.kernels) > 500 and len(fast.api) > 100 and len(fast.ranges) > 50
 
 
 def test_scanner_declines_a_repeated_layout_gone_bad(tmp_path, monkeypatch):
@@ -394,6 +399,7 @@ def test_scanner_declines_a_repeated_layout_gone_bad(tmp_path, monkeypatch):
     other paths (a string ts) or a field given twice, is declined there too."""
     good = KERNEL % ARGS
     for bad in (good.replace("10.5", '"soon"'), good.replace('"dur": 2', '"dur": 2, "dur": 2'),
+                good.replace('"name": "k"', '"ph": "X", "name": "k"'), good.replace('"name": "k"', '"cat": "kernel", "name": "k"'),
                 good.replace('"ts": 10.5', '"ts": 10.5 ').replace('"dur": 2', '"dur": 2, "ts": 3')):
         text = "[" + ",".join([good] * 50 + [bad] + [good] * 5) + "]"
         from workbench.trace import _kineto_scan

@@ -408,7 +408,7 @@ enum { F_PH, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS, NF };
 enum { A_CORRELATION, A_DEVICE, A_STREAM, A_BYTES, A_GRID, A_BLOCK, NA };
 
 /* Where the generic parse of an event found its values (see ------ shapes). */
-enum { ACT_END, ACT_SKIP, ACT_FIELD, ACT_ARG, ACT_ARGS_OPEN };
+enum { ACT_END, ACT_SKIP, ACT_FIELD, ACT_ARG, ACT_ARGS_OPEN, ACT_INLINE };
 #define MAX_STEPS 64
 
 typedef struct {
@@ -722,6 +722,7 @@ typedef struct {
     uint32_t lit, len;      /* the literal, in Shapes.text */
     int32_t child, sibling; /* node indices, -1 for none */
     uint8_t action, key, depth;
+    uint8_t vlen; /* ACT_INLINE: the literal ends with the field's string value, this long */
     /* The last value read here, when short: values repeat (a kernel's grid, a constant arg),
        and the same bytes in the same place are the same value, read as before. */
     uint8_t memo_len; /* 0: none */
@@ -1010,12 +1011,23 @@ static int32_t shape_node(Shapes *t, int32_t parent, const uchar *lit, size_t le
     size_t count = t->nodes.n / sizeof(Node);
     if (count >= MAX_NODES || t->text.n + len + 16 > MAX_SHAPE_TEXT) return -1;
     Node n = {.lit = (uint32_t)t->text.n, .len = (uint32_t)len, .child = -1, .sibling = *children(t, parent),
-              .action = step->action, .key = step->key, .depth = step->depth};
+              .action = step->action, .key = step->key, .depth = step->depth,
+              .vlen = step->action == ACT_INLINE ? (uint8_t)(step->end - step->start) : 0};
     static const uchar pad[16];
     /* adding moves the nodes: parent is linked by index afterwards */
     if (!buf_add(&t->text, lit, len) || !buf_add(&t->text, pad, 16) || !buf_add(&t->nodes, &n, sizeof n)) return -1;
     *children(t, parent) = (int32_t)count;
     return (int32_t)count;
+}
+
+/* Whether the trie branches on a step's value, taking it as part of the literal: ph and cat
+   strings without escapes. A kind of event then has nodes of its own from its start, whose
+   remembered values (pid, tid, ...) hold, where events of several kinds sharing a node would
+   change them all the time. */
+static int inlinable(const Step *step) {
+    size_t n = (size_t)(step->end - step->start);
+    return step->action == ACT_FIELD && (step->key == F_PH || step->key == F_CAT) && n >= 2 && n <= 40 &&
+           step->start[0] == '"' && step->end[-1] == '"' && !memchr(step->start + 1, '\\', n - 2);
 }
 
 /* Adds the layout of the event at [start, end) whose values rec holds. */
@@ -1024,9 +1036,14 @@ static void shape_add(Shapes *t, const Rec *rec, const uchar *start, const uchar
     int32_t parent = -1;
     const uchar *at = start;
     for (int k = 0; k <= rec->n; k++) {
-        Step last = {end, end, ACT_END, 0, 0};
+        Step last = {end, end, ACT_END, 0, 0}, inlined;
         const Step *step = k < rec->n ? &rec->steps[k] : &last;
-        parent = shape_node(t, parent, at, (size_t)(step->start - at), step);
+        if (inlinable(step)) {
+            inlined = *step;
+            inlined.action = ACT_INLINE;
+            step = &inlined;
+        }
+        parent = shape_node(t, parent, at, (size_t)((step->action == ACT_INLINE ? step->end : step->start) - at), step);
         if (parent < 0) return;
         at = step->end;
     }
@@ -1036,20 +1053,33 @@ static void shape_add(Shapes *t, const Rec *rec, const uchar *start, const uchar
 static int shape_event(Shapes *t, Event *e, const uchar **pp, const uchar *end) {
     const uchar *p = *pp;
     const uchar *text = t->text.data;
-    int32_t i = t->root;
+    int32_t *head = &t->root;
     for (;;) {
         Node *n;
-        for (;; i = n->sibling) {
-            if (i < 0) return 0;
-            n = node_at(t, i);
+        int32_t *link = head, *before = NULL; /* the links to this sibling and the one before */
+        for (;; before = link, link = &n->sibling) {
+            if (*link < 0) return 0;
+            n = node_at(t, *link);
             if (literal_at(p, end, text + n->lit, n->len)) break;
         }
+        if (before) {
+            /* one place forward: the siblings taken most often come to be tried first */
+            int32_t i = *link, prev = *before;
+            *link = n->sibling;
+            n->sibling = prev;
+            *before = i;
+        }
+        head = &n->child;
         p += n->len;
         if (n->action == ACT_END) {
             *pp = p;
             return 1;
         }
-        if (n->action == ACT_ARGS_OPEN) {
+        if (n->action == ACT_INLINE) {
+            Val *v = &e->f[n->key];
+            if (v->type != T_MISSING) return 0; /* given twice: declined, as there */
+            *v = (Val){.type = T_STR, .s = p - n->vlen + 1, .n = (size_t)n->vlen - 2};
+        } else if (n->action == ACT_ARGS_OPEN) {
             if (e->f[F_ARGS].type != T_MISSING) return 0;
             e->f[F_ARGS].type = T_OBJ;
         } else {
@@ -1090,7 +1120,6 @@ static int shape_event(Shapes *t, Event *e, const uchar **pp, const uchar *end) 
                 }
             }
         }
-        i = n->child;
     }
 }
 
