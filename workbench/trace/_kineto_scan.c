@@ -890,8 +890,8 @@ static int column(Scan *s, int table, int col, const Event *e, int driver, int64
 
 /* Rows per byte of events of each table in the last piece this thread scanned: the pieces of
    a file are alike, so a table's room is sized by the last one's and rarely grows (growing
-   copies the rows), and little room is left over to drop (what is moved into it is written to
-   fresh pages, whose first touch costs as much as scanning them on a VM). */
+   copies the rows), and little room is left over to close up (what is moved into it lands on
+   fresh pages, whose first touch is dear on a VM). */
 static _Thread_local double rows_per_byte[NT];
 
 static size_t rows_hint(const Scan *s, int table) {
@@ -1225,8 +1225,8 @@ static PyObject *begin_end_list(const Scan *s) {
     return out;
 }
 
-/* A table's rows, handed over rather than copied: copying them took as long as a tenth of
-   the scan, with the GIL held. */
+/* A table's rows, handed over rather than copied: a copy was made with the GIL held, into
+   as much fresh memory again. */
 typedef struct {
     PyObject_HEAD
     uchar *data;

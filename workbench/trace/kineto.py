@@ -595,8 +595,8 @@ class _Columns:
 
     def frame(self, cats: dict[str, _Interner]) -> pd.DataFrame:
         """The table, each column its pieces joined into one new array, two columns at a time
-        (numpy copies without the GIL, and the first touch of the new memory, which costs as
-        much as the copy, goes on in both threads). The pieces are let go with the table made,
+        (numpy copies without the GIL, and the first touch of the new memory, which costs about
+        as much as the copy here, goes on in both threads). The pieces are let go with the table made,
         so what they held is free again for the arrays made after it."""
         pieces, self.pieces = self.pieces, {}
 
@@ -862,7 +862,7 @@ def _gc_off():
 def read_kineto(path: str | Path, workers: int | None = None) -> Trace:
     """Imports a torch.profiler trace (``.json`` or ``.json.gz``).
 
-    ``workers``: how many threads read an uncompressed file, in ranges of about equal size
+    ``workers``: how many threads read an uncompressed file, in ranges that shrink along it
     (see ``kineto_parallel``); by default one per CPU, but no more than ranges of
     ``_RANGE_MIN`` bytes. The result does not depend on it.
     """

@@ -3,9 +3,9 @@
 The file is cut into ranges, a few per thread, and each thread reads the next range not yet
 taken (see ``kineto._Reader.batches``: a range holds exactly the pieces the one-pass reader
 makes there). The C scanner reads a piece without holding the GIL, so the threads scan at the
-same time. Their pieces are then added in file order, and a
-problem a range met is raised after the pieces before it: every table, row and name order,
-and the first problem reported, come out as from one pass.
+same time. Their pieces are then added in file order, and a problem a range met is raised
+after the pieces before it: every table, row and name order, and the first problem reported,
+come out as from one pass.
 """
 
 from __future__ import annotations
