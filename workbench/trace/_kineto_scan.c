@@ -1262,7 +1262,8 @@ static PyTypeObject RowsType = {
 /* The columns of t side by side (the room between them dropped), *bytes long; t is left
    empty. */
 static uchar *rows_close(Rows *t, int ncols, size_t *bytes) {
-    for (int c = 1; c < ncols && t->n < t->cap; c++) memmove(t->cols + c * t->n, t->cols + c * t->cap, t->n * sizeof(int64_t));
+    for (int c = 1; c < ncols && t->n < t->cap; c++)
+        memmove(t->cols + c * t->n, t->cols + c * t->cap, t->n * sizeof(int64_t));
     uchar *data = (uchar *)t->cols;
     *bytes = t->n * ncols * sizeof(int64_t);
     if (t->n < t->cap) {

@@ -131,14 +131,13 @@ def _utf8(data: memoryview) -> bool:
 
 @cache
 def _scanner():
-    """The C scanner and its tables (name, name column, columns); None where the extension
-    is not built, and the msgspec/orjson path reads every piece."""
+    """The C scanner (``scan`` and its ``TABLES``: name, name column, columns); None where
+    the extension is not built, and the msgspec/orjson path reads every piece."""
     try:
         from . import _kineto_scan
     except ImportError:
         return None
-    tables = _kineto_scan.TABLES
-    return SimpleNamespace(scan=_kineto_scan.scan, tables=tables)
+    return _kineto_scan
 
 
 # Columns _rows makes narrower than the scanner's int64.
@@ -146,6 +145,11 @@ _NARROW = {("api", "kind"): np.int8}
 
 # The tables of GPU events: with any of them, cpu_ops are not kept (see _Tables.add).
 _GPU = {"kernels", "memcpy", "memset"}
+
+
+def _gpu_rows(rows: dict) -> bool:
+    """Whether a piece's rows hold GPU events."""
+    return not rows.keys().isdisjoint(_GPU)
 
 
 def _scan(data, *bounds: int, cpu_ops: bool = True):
@@ -162,7 +166,7 @@ def _scan(data, *bounds: int, cpu_ops: bool = True):
         return None
     end, events, annotations, tables, begin_end = out
     rows, strings = {}, {}
-    for (table, named, columns), (names, data) in zip(scanner.tables, tables):
+    for (table, named, columns), (names, data) in zip(scanner.TABLES, tables):
         if data:
             rows[table] = _scanned_rows(table, np.frombuffer(data, np.int64).reshape(len(columns), -1), columns)
             if named:
@@ -416,7 +420,7 @@ class _Reader:
                 part = _decoded_part(*_decode(memoryview(b"[" + data[start:stop] + b"]")), self.path)
             except orjson.JSONDecodeError:
                 return None
-        if part[0].keys() & _GPU:
+        if _gpu_rows(part[0]):
             self.gpu.set()
         return part
 
@@ -595,9 +599,9 @@ class _Columns:
 
     def frame(self, cats: dict[str, _Interner]) -> pd.DataFrame:
         """The table, each column its pieces joined into one new array, two columns at a time
-        (numpy copies without the GIL, and the first touch of the new memory, which costs about
-        as much as the copy here, goes on in both threads). The pieces are let go with the table made,
-        so what they held is free again for the arrays made after it."""
+        (numpy copies without the GIL, and the first touch of the new memory, which costs
+        about as much as the copy here, goes on in both threads). The pieces are let go with
+        the table made, so what they held is free again for the arrays made after it."""
         pieces, self.pieces = self.pieces, {}
 
         def join(k: str) -> np.ndarray:
@@ -794,7 +798,7 @@ class _Tables:
     def add(self, part: tuple):
         """Appends a piece (see ``_Reader``), its names coded anew in file order."""
         rows, begin_end, strings, counts = part
-        if not self.gpu_events and rows.keys() & _GPU:
+        if not self.gpu_events and _gpu_rows(rows):
             # cpu_ops are work units only where there are no GPU events: from now on they
             # are not kept (in a GPU trace they are the most rows, and most of the memory).
             self.gpu_events = True

@@ -228,7 +228,8 @@ def build(tables: dict[str, pd.DataFrame], meta: dict[str, Any], where: str) -> 
         tree = pool.submit(_tree, out["ranges"])
         _join_launches(out["kernels"], out["api"])
         # The defaults of the launch columns the join did not make.
-        out["kernels"] = _typed("kernels", out["kernels"], where, [c for c in SCHEMA["kernels"] if c not in _DERIVED["kernels"]])
+        columns = [c for c in SCHEMA["kernels"] if c not in _DERIVED["kernels"]]
+        out["kernels"] = _typed("kernels", out["kernels"], where, columns)
         out["ranges"], timelines = tree.result()
     _put(out["kernels"], "range_id", innermost_ranges(out["kernels"], out["ranges"], timelines))
     per_range, totals = attribute(out["kernels"], len(out["ranges"]))
