@@ -10,6 +10,8 @@ from a CUDA graph; they are attributed through their ``cudaGraphLaunch`` call.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pandas as pd
 
@@ -65,28 +67,34 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     shown = np.bincount(rid[has & ~nolaunch] if nolaunch.any() else within, minlength=len(r))
     # Strings are looked up per range and only their codes (int32) spread over the kernels:
     # a 10M-kernel trace never builds 10M-element object arrays.
-    if len(r):
-        names, inv = np.unique(np.asarray(r["name"].cat.categories.astype(str), dtype=object), return_inverse=True)
-        codes = r["name"].cat.codes.to_numpy()
-        name_codes = np.where(codes >= 0, inv.reshape(-1)[codes], -1).astype(np.int32)
-        paths, path_codes = _sorted_distinct(r["path"], shown > 0)  # only paths a kernel shows
-        root = _roots(r["parent"].to_numpy())
-    else:
-        name_codes = path_codes = root = np.zeros(0, dtype=np.int32)
-        names = paths = np.zeros(0, dtype=object)
-    if len(within) == len(k):
-        layers = range_layers(r, layer_regex)[within]
-    else:
-        layers = np.full(len(k), -1, dtype=np.int64)
-        if len(within):
-            layers[has] = range_layers(r, layer_regex)[within]
-    status = (~has).astype(np.int8)
-    status[nolaunch] = 2
+    with ThreadPoolExecutor(1, thread_name_prefix="workbench-paths") as pool:
+        # Arrow sorts the paths (only those a kernel shows) without the GIL while the rest
+        # is made here.
+        sorting = pool.submit(_sorted_distinct, r["path"], shown > 0) if len(r) else None
+        if len(r):
+            names, inv = np.unique(np.asarray(r["name"].cat.categories.astype(str), dtype=object), return_inverse=True)
+            codes = r["name"].cat.codes.to_numpy()
+            name_codes = np.where(codes >= 0, inv.reshape(-1)[codes], -1).astype(np.int32)
+            root = _roots(r["parent"].to_numpy())
+        else:
+            name_codes = root = np.zeros(0, dtype=np.int32)
+            names = np.zeros(0, dtype=object)
+        if len(within) == len(k):
+            layers = range_layers(r, layer_regex)[within]
+        else:
+            layers = np.full(len(k), -1, dtype=np.int64)
+            if len(within):
+                layers[has] = range_layers(r, layer_regex)[within]
+        status = (~has).astype(np.int8)
+        status[nolaunch] = 2
+        in_range = _spread(name_codes, names, within, has, nolaunch, shown)
+        step = _spread(name_codes[root], names, within, has, nolaunch, shown)
+        paths, path_codes = sorting.result() if sorting else (np.zeros(0, dtype=object), np.zeros(0, dtype=np.int32))
     added = {
         "duration": k["end"].to_numpy() - k["start"].to_numpy(),
-        "range": _spread(name_codes, names, within, has, nolaunch, shown),
+        "range": in_range,
         "path": _spread(path_codes, paths, within, has, nolaunch, shown),
-        "step": _spread(name_codes[root], names, within, has, nolaunch, shown),
+        "step": step,
         "layer": layers,
         "status": pd.Categorical.from_codes(status, categories=["range", "no_range", "no_launch"]),
     }
