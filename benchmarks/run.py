@@ -172,8 +172,9 @@ def main(argv=None):
     SKIP.update(filter(None, a.skip.split(",")))
     only = set(filter(None, a.only.split(","))) or {"pipeline", "diff", "reopen", "sqlite", "hta"}
     py = sys.executable
-    # The package measured as installed, its modules compiled: pip compiles them at install,
-    # but where PYTHONDONTWRITEBYTECODE is set (this machine sets it) every task process would
+    # The package measured as it runs once installed, its modules' bytecode compiled (pip
+    # compiles it at install, an editable install on first import): where
+    # PYTHONDONTWRITEBYTECODE is set, as on this machine, every task process would otherwise
     # compile the lazily imported importers again inside the timed import (~30 ms).
     subprocess.run([py, "-m", "compileall", "-q", str(ROOT / "workbench")], check=True)
     for n in [parse_size(s) for s in a.sizes.split(",")]:

@@ -222,17 +222,27 @@ def build(tables: dict[str, pd.DataFrame], meta: dict[str, Any], where: str) -> 
             raise TraceFormatError(
                 where, f"{int(neg.sum())} {t} event(s) with negative duration, first at {df['start'].iloc[i]} ns{what}"
             )
-    # The range tree and the launch join do not depend on each other, and both spend most of
-    # their time in numpy and Arrow without the GIL: on two CPUs they take the time of one.
+    # The range tree, the launch join and the attribution spend most of their time in numpy
+    # and Arrow without the GIL, in two threads: this one joins each kernel to its launch and
+    # finds its innermost range; the other nests the ranges (which that needs), then names
+    # the kernels' launch calls and makes the ranges' paths (which only the end needs).
     with ThreadPoolExecutor(1, thread_name_prefix="workbench-tree") as pool:
-        tree = pool.submit(_tree, out["ranges"])
-        _join_launches(out["kernels"], out["api"])
+        nesting = pool.submit(_nested, out["ranges"])
+        match = _join_launches(out["kernels"], out["api"])
         # The defaults of the launch columns the join did not make.
         columns = [c for c in SCHEMA["kernels"] if c not in _DERIVED["kernels"]]
-        out["kernels"] = _typed("kernels", out["kernels"], where, columns)
-        out["ranges"], timelines = tree.result()
-    _put(out["kernels"], "range_id", innermost_ranges(out["kernels"], out["ranges"], timelines))
-    per_range, totals = attribute(out["kernels"], len(out["ranges"]))
+        out["kernels"] = kernels = _typed("kernels", out["kernels"], where, columns)
+        names = None if match is None else pool.submit(_launch_api, kernels["launch_api"], out["api"]["name"], *match)
+        out["ranges"], parent, depth, timelines = nesting.result()
+        paths = pool.submit(_paths, out["ranges"]["name"], parent, depth) if len(parent) else None
+        _put(kernels, "range_id", innermost_ranges(kernels, out["ranges"], timelines))
+        if names is not None:
+            launch_api, graph = names.result()
+            _put(kernels, "launch_api", launch_api)
+            _put(kernels, "graph", kernels["graph"].to_numpy() | graph)
+        per_range, totals = attribute(kernels, len(out["ranges"]))
+        if paths is not None:
+            _put(out["ranges"], "path", paths.result())
     for col, values in per_range.items():
         _put(out["ranges"], col, values)
     # The derived columns were added last: each table in SCHEMA order (no data copied).
@@ -282,11 +292,12 @@ def _nest_threads(ranges: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict]:
     return parent, depth, timelines
 
 
-def _tree(ranges: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
-    """Sort ranges by (pid, tid, start) and derive id, parent, depth and path per thread;
-    also each thread's first range and timeline, keyed by (pid, tid)."""
+def _nested(ranges: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, dict]:
+    """Ranges sorted by (pid, tid, start) with their id, parent and depth per thread (the
+    path is left to :func:`_paths`), those two arrays, and each thread's first range and
+    timeline keyed by (pid, tid)."""
     if not len(ranges):
-        return ranges, {}
+        return ranges, np.zeros(0, np.int64), np.zeros(0, np.int64), {}
     keys, ascending = ["pid", "tid", "start", "end"], [True, True, True, False]
     if not _is_sorted([ranges[k].to_numpy() for k in keys], ascending):  # often they are
         ranges = ranges.sort_values(keys, ascending=ascending, kind="stable").reset_index(drop=True)
@@ -294,8 +305,7 @@ def _tree(ranges: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     _put(ranges, "id", np.arange(len(ranges), dtype=np.int64))
     _put(ranges, "parent", parent)
     _put(ranges, "depth", depth)
-    _put(ranges, "path", _paths(ranges["name"], parent, depth))
-    return ranges, timelines
+    return ranges, parent, depth, timelines
 
 
 # A path longer than this keeps its first and last PATH_MAX/2 characters around "/…/", so a
@@ -400,13 +410,14 @@ def _rows_of(t_pid: np.ndarray | None, p) -> np.ndarray | None:
     return np.flatnonzero(t_pid == p)
 
 
-def _join_launches(kernels: pd.DataFrame, api: pd.DataFrame) -> None:
-    """Fill launch_tid/start/end/api and pid of ``kernels`` (in place: a replaced column is
-    freed at once) from the API call with the same (pid, correlation). Of these (and graph),
-    a column the importer did not give is made here, or left out where nothing is joined.
+def _join_launches(kernels: pd.DataFrame, api: pd.DataFrame) -> tuple[np.ndarray | None, np.ndarray] | None:
+    """Fill launch_tid/start/end and pid of ``kernels`` (in place: a replaced column is
+    freed at once) from the API call with the same (pid, correlation); a column the importer
+    did not give is made here, or left out where nothing is joined. Returns the kernels that
+    matched (None: all) and their API rows, for :func:`_launch_api`; None if none did.
 
     Importers that already know the launch (CPU-only traces) set launch_tid themselves; those
-    rows are kept. Kernels launched through cudaGraphLaunch are flagged ``graph``.
+    rows are kept.
     """
     n = len(kernels)
     if not n or not len(api):
@@ -449,13 +460,17 @@ def _join_launches(kernels: pd.DataFrame, api: pd.DataFrame) -> None:
         vals = kernels[col].to_numpy().copy() if col in kernels else np.full(n, _DEFAULTS["int64"])
         vals[found] = api[src].to_numpy()[m]
         _put(kernels, col, vals)
-    target = kernels["launch_api"] if "launch_api" in kernels else pd.Series(constant(_DEFAULTS["category"], n))
-    _put(kernels, "launch_api", _merge_names(target, api["name"], found, m))
-    launch = kernels["launch_api"].array
+    return found, m
+
+
+def _launch_api(target: pd.Series, names: pd.Series, found: np.ndarray | None, m: np.ndarray):
+    """The kernels' ``launch_api`` column: ``target`` with the API ``names`` of the calls
+    :func:`_join_launches` matched; and which kernels CUDA graphs launched."""
+    launch = _merge_names(target, names, found, m)
     # Tested once per distinct API name (np.char on the column would widen every row to the longest name).
     is_graph = np.array(["GraphLaunch" in str(c) for c in launch.categories], dtype=bool)
     graph = is_graph[launch.codes] & (launch.codes >= 0) if len(is_graph) else np.zeros(len(launch), bool)
-    _put(kernels, "graph", (kernels["graph"].to_numpy() | graph) if "graph" in kernels else graph)
+    return launch, graph
 
 
 def _merge_names(target: pd.Series, source: pd.Series, rows: np.ndarray | None, src_rows: np.ndarray) -> pd.Categorical:
@@ -530,8 +545,8 @@ def _masked(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
 def innermost_ranges(kernels: pd.DataFrame, ranges: pd.DataFrame, timelines: dict | None = None) -> np.ndarray:
     """Range id of the innermost range around each kernel's launch on its thread (-1: none).
 
-    ``ranges`` must be in ``_tree`` order: sorted by (pid, tid, start), ids 0..n-1;
-    ``timelines`` is what ``_tree`` gives with them (computed here when not given).
+    ``ranges`` must be in ``_nested`` order: sorted by (pid, tid, start), ids 0..n-1;
+    ``timelines`` is what ``_nested`` gives with them (computed here when not given).
     """
     out = np.full(len(kernels), -1, dtype=np.int64)
     if not len(ranges) or not len(kernels):

@@ -44,7 +44,7 @@ def _events(start: np.ndarray, end: np.ndarray, live: np.ndarray):
     range first, then the lower index; among ends the later-started (inner) range first, then
     the higher index. Starts and ends are sorted apart and merged, a fraction of the work of
     sorting all events by four keys; the starts are not sorted at all when they come in that
-    order already (as ``model._tree`` gives them).
+    order already (as ``model._nested`` gives them).
     """
     ids = np.flatnonzero(live)
     s, e = start[ids], end[ids]
