@@ -126,3 +126,45 @@ def test_no_range_in_common_says_so(capsys, tmp_path):
     code, out, err = run(capsys, "--root", root, "diff", STORED[0], other, "--json")
     rows = json.loads(out)
     assert {r["status"] for r in rows} == {"only_a", "only_b"}
+
+
+def _slashed_trace(path: Path) -> Path:
+    """Kineto events whose range names hold a "/": roots "x" and "x/y" both have the path
+    "x/y/z" (through "y/z" and "z"), so a step rule can strip one and not the other."""
+    events = []
+
+    def rng(name, ts, dur):
+        events.append({"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur})
+
+    def launch(ts, corr, kernel):
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts,
+                       "dur": 0.5, "args": {"correlation": corr}})
+        events.append({"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7, "ts": ts + 10, "dur": 1.0,
+                       "args": {"correlation": corr, "device": 0, "stream": 7}})
+
+    rng("x", 0, 100), rng("y/z", 10, 20), launch(12, 1, "k1"), launch(14, 2, "k2")
+    rng("x/y", 200, 100), rng("z", 210, 20), launch(212, 3, "k3")
+    rng("ProfilerStep#1", 400, 100), rng("layer_1", 410, 20), launch(412, 4, "k4"), launch(440, 5, "k5")
+    launch(600, 6, "k6")
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_range_keys_strip_the_step_of_each_kernel(tmp_path):
+    """The step level is cut by each kernel's own step, also where two steps give one path."""
+    from workbench.analysis import diff
+    from workbench.trace import import_file
+
+    t = import_file(_slashed_trace(tmp_path / "slashed.json"))
+
+    def kernels(**kw):
+        d = diff(t, t, **kw)
+        return dict(zip(d.ranges["range"], d.ranges["kernels_total_a"])), d.totals["steps_a"], d.alignments
+
+    assert kernels() == ({"(no range)": 1, "(step)": 1, "layer_1": 1, "x/y/z": 3}, 1, kernels()[2])
+    keys, steps, aligned = kernels(step_regex="^x$")  # "x" is a step, "x/y" is not: one path, two keys
+    assert (keys, steps) == ({"(no range)": 1, "ProfilerStep#1": 1, "ProfilerStep#1/layer_1": 1, "x/y/z": 1,
+                              "y/z": 2}, 1)
+    assert aligned["y/z"].ops == [("equal", ["k1", "k2"])] and aligned["x/y/z"].ops == [("equal", ["k3"])]
+    keys, steps, _ = kernels(step_regex="^x")
+    assert (keys, steps) == ({"(no range)": 1, "ProfilerStep#1": 1, "ProfilerStep#1/layer_1": 1, "y/z": 3}, 2)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import WorkbenchError
-from ..trace.model import Trace
+from ..trace.model import Trace, group_sums
 from .projection import NO_LAUNCH, NO_RANGE, project
 
 STEP_REGEX = r"^(step|ProfilerStep)"
@@ -82,58 +82,115 @@ class TraceDiff:
         return rows.to_dict(orient="records")
 
 
-def _keys(p: pd.DataFrame, step_rx: re.Pattern) -> tuple[pd.Series, int]:
-    """Step-free range key of each kernel, and the number of steps."""
-    paths = p["path"].cat.categories.astype(str)
-    stepped = np.array([bool(step_rx.search(s)) for s in p["step"].cat.categories.astype(str)])
-    step_codes = p["step"].cat.codes.to_numpy()
-    in_step = np.where(step_codes >= 0, stepped[np.maximum(step_codes, 0)], False)
-    key = p["path"].astype(str).to_numpy(dtype=object)
-    if in_step.any():
-        # Strip "<step>/" from the path; kernels launched directly in a step get "(step)".
-        def strip(path: str) -> str:
-            i = path.find("/")
-            return path[i + 1 :] if i >= 0 else "(step)"
-
-        table = {c: strip(c) for c in paths}
-        key[in_step] = [table[x] for x in key[in_step]]
-    n_steps = int(p.loc[in_step & (p["status"] == "range").to_numpy(), "step"].astype(str).nunique()) if in_step.any() else 0
-    return pd.Series(key, index=p.index), max(n_steps, 1)
+def _strings(values: pd.Categorical) -> tuple[np.ndarray, np.ndarray]:
+    """A categorical column as indices into its values as ``astype(str)`` gives them: its
+    categories, then "nan" for a missing value."""
+    cats = values.categories
+    names = np.append(np.asarray(cats if cats.inferred_type == "string" else cats.astype(str), dtype=object), "nan")
+    codes = values.codes.astype(np.int64)
+    return np.where(codes >= 0, codes, len(names) - 1), names
 
 
-def _side(trace: Trace, step_rx: re.Pattern, layer_regex: str | None):
+@dataclass
+class _Side:
+    """One trace's kernels as the diff sees them, as codes: each kernel's step-free range key
+    (into ``keys``, sorted), and what is compared about it."""
+
+    p: pd.DataFrame  # the projection
+    key: np.ndarray  # per kernel, index into keys
+    keys: np.ndarray  # distinct keys, sorted (object array of str)
+    steps: int
+
+    def sums(self) -> pd.DataFrame:
+        """Per key: its first kernel's range name and layer, kernels and GPU time in all steps
+        and per step."""
+        nk = len(self.keys)
+        first = np.full(nk, len(self.key), dtype=np.int64)
+        np.minimum.at(first, self.key, np.arange(len(self.key)))  # each key's first row
+        codes, names = _strings(self.p["range"].array)
+        out = pd.DataFrame({
+            "name": names[codes[first]], "layer": self.p["layer"].to_numpy()[first],
+            "kernels_total": np.bincount(self.key, minlength=nk).astype(np.int64),
+            "gpu_time_total_ns": group_sums(self.key, self.p["duration"].to_numpy(), nk),
+        }, index=pd.Index(self.keys, name="key"))
+        out["kernels"] = out["kernels_total"] / self.steps
+        out["gpu_time_ns"] = out["gpu_time_total_ns"] / self.steps
+        return out
+
+    def sequences(self, wanted: list[str]) -> dict[str, list[str]]:
+        """Kernel names, in launch order, of the first instance of each wanted range key."""
+        wanted = set(wanted)
+        want = np.fromiter((k in wanted for k in self.keys), dtype=bool, count=len(self.keys))
+        rows = np.flatnonzero(want[self.key])
+        if not len(rows):
+            return {}
+        p = self.p
+        rows = rows[np.lexsort((p["start"].to_numpy()[rows], p["launch_start"].to_numpy()[rows]))]
+        key, rid = self.key[rows], p["range_id"].to_numpy()[rows]
+        # First instance = the range of the earliest kernel of that key (or all unattributed).
+        first = np.full(len(self.keys), len(key), dtype=np.int64)
+        np.minimum.at(first, key, np.arange(len(key)))
+        first_rid = np.append(rid, -1)[first]  # (-1 for the keys not wanted: never looked up)
+        sel = rid == first_rid[key]
+        rows, key = rows[sel], key[sel]
+        order = np.argsort(key, kind="stable")  # grouped by key, each in launch order
+        rows, key = rows[order], key[order]
+        codes, names = _strings(p["short_name"].array)
+        cuts = np.flatnonzero(key[1:] != key[:-1]) + 1
+        return {self.keys[k[0]]: names[codes[r]].tolist() for k, r in zip(np.split(key, cuts), np.split(rows, cuts))}
+
+    def count(self, labels: tuple[str, ...]) -> int:
+        """Kernels whose key is one of ``labels``."""
+        return int(np.bincount(self.key, minlength=len(self.keys))[np.isin(self.keys, labels)].sum())
+
+
+def _side(trace: Trace, step_rx: re.Pattern, layer_regex: str | None) -> _Side:
+    """Each kernel's range path with the step level removed: ``step_0/layer_03/kv_write`` ->
+    ``layer_03/kv_write``, ``(step)`` for a kernel launched directly in a step. Made once per
+    distinct (path, step) and spread as codes: a million kernels make no strings."""
     p = project(trace, layer_regex)
-    key, n = _keys(p, step_rx)
-    frame = pd.DataFrame({
-        "key": key.to_numpy(), "range": p["range"].astype(str).to_numpy(), "layer": p["layer"].to_numpy(),
-        "duration": p["duration"].to_numpy(), "range_id": p["range_id"].to_numpy(),
-        "launch_start": p["launch_start"].to_numpy(), "start": p["start"].to_numpy(),
-        "kernel": p["short_name"].astype(str).to_numpy(),
-    })
-    return frame, n
+    path, paths = _strings(p["path"].array)
+    step, steps = _strings(p["step"].array)
+    stepped = np.array([bool(step_rx.search(x)) for x in steps[:-1]] + [False])  # "nan" is no step
+    # The step is the path's first level, so one per path (unless a range name holds a "/"):
+    # then the keys are made per path, else per pair.
+    step_of = np.zeros(len(paths), dtype=np.int64)
+    step_of[path] = step
+    if (step_of[path] == step).all():
+        pair = path
+        ids = np.flatnonzero(np.bincount(path, minlength=len(paths)))  # the paths kernels show
+        pair_path, pair_step = ids, step_of[ids]
+    else:
+        pair, pairs = pd.factorize(path * len(steps) + step)
+        ids = np.arange(len(pairs))
+        pair_path, pair_step = pairs // len(steps), pairs % len(steps)
+    codes, keys = _step_free(paths[pair_path], stepped[pair_step])
+    key_of = np.zeros(ids[-1] + 1 if len(ids) else 0, dtype=np.int64)
+    key_of[ids] = codes
+    ranged = stepped[step] & (p["status"] == "range").to_numpy()
+    n_steps = int(np.count_nonzero(np.bincount(step[ranged], minlength=len(steps))))
+    return _Side(p, key_of[pair], keys, max(n_steps, 1))
 
 
-def _per_key(frame: pd.DataFrame, n: int) -> pd.DataFrame:
-    g = frame.groupby("key", sort=True)
-    out = pd.DataFrame({
-        "name": g["range"].first(), "layer": g["layer"].first(),
-        "kernels_total": g.size().astype(np.int64), "gpu_time_total_ns": g["duration"].sum().astype(np.int64),
-    })
-    out["kernels"] = out["kernels_total"] / n
-    out["gpu_time_ns"] = out["gpu_time_total_ns"] / n
-    return out
+def _step_free(paths: np.ndarray, stepped: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each of ``paths`` with its first level cut off where ``stepped`` (``(step)`` for a path of
+    one level), as codes into the distinct results, sorted; by Arrow, which makes Python
+    strings only of those."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-
-def _sequences(frame: pd.DataFrame, keys) -> dict[str, list[str]]:
-    """Kernel names, in launch order, of the first instance of each range key."""
-    f = frame[frame["key"].isin(keys)]
-    if not len(f):
-        return {}
-    f = f.sort_values(["launch_start", "start"], kind="stable")
-    # First instance = the range id of the earliest kernel of that key (or all unattributed).
-    first = f.groupby("key", sort=False)["range_id"].first()
-    sel = f["range_id"].to_numpy() == first.reindex(f["key"]).to_numpy()
-    return {k: list(v) for k, v in f[sel].groupby("key", sort=False)["kernel"]}
+    keys = pa.array(paths, pa.large_string())
+    if stepped.any():
+        rest = pc.replace_substring_regex(keys, pattern="^[^/]*/", replacement="", max_replacements=1)
+        cut = pc.if_else(pc.match_substring(keys, "/"), rest, pa.scalar("(step)", pa.large_string()))
+        keys = pc.if_else(pa.array(stepped), cut, keys)
+    encoded = pc.dictionary_encode(keys)
+    distinct = encoded.dictionary
+    rank = np.empty(len(distinct), dtype=np.int64)
+    rank[pc.array_sort_indices(distinct).to_numpy()] = np.arange(len(distinct))
+    ordered = np.empty(len(distinct), dtype=object)
+    ordered[rank] = distinct.to_numpy(zero_copy_only=False)
+    return rank[encoded.indices.to_numpy()], ordered
 
 
 # Above this many cell comparisons, alignment (quadratic in the worst case) gives way to a
@@ -171,9 +228,9 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
     a = a if isinstance(a, Trace) else open_trace(a)
     b = b if isinstance(b, Trace) else open_trace(b)
     step_rx = re.compile(step_regex)
-    fa, na = _side(a, step_rx, layer_regex)
-    fb, nb = _side(b, step_rx, layer_regex)
-    ka, kb = _per_key(fa, na), _per_key(fb, nb)
+    fa, fb = _side(a, step_rx, layer_regex), _side(b, step_rx, layer_regex)
+    na, nb = fa.steps, fb.steps
+    ka, kb = fa.sums(), fb.sums()
     r = ka.join(kb, how="outer", lsuffix="_a", rsuffix="_b")
     r["status"] = np.where(r["kernels_a"].isna(), "only_b", np.where(r["kernels_b"].isna(), "only_a", "both"))
     r["name"] = r["name_a"].fillna(r["name_b"])
@@ -193,7 +250,7 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
            "gpu_time_total_ns_a", "gpu_time_total_ns_b"]]
 
     both = r.loc[r["status"] == "both", "range"].tolist()
-    sa, sb = _sequences(fa, both), _sequences(fb, both)
+    sa, sb = fa.sequences(both), fb.sequences(both)
     alignments: dict[str, Alignment] = {}
     memo: dict[tuple, Alignment] = {}
     for k in both:
@@ -205,15 +262,15 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
     layers = _layers(r)
     totals = {
         "steps_a": na, "steps_b": nb,
-        "kernels_per_step_a": len(fa) / na, "kernels_per_step_b": len(fb) / nb,
-        "gpu_time_per_step_ns_a": float(fa["duration"].sum()) / na,
-        "gpu_time_per_step_ns_b": float(fb["duration"].sum()) / nb,
-        "kernels_a": len(fa), "kernels_b": len(fb),
+        "kernels_per_step_a": len(fa.key) / na, "kernels_per_step_b": len(fb.key) / nb,
+        "gpu_time_per_step_ns_a": float(fa.p["duration"].sum()) / na,
+        "gpu_time_per_step_ns_b": float(fb.p["duration"].sum()) / nb,
+        "kernels_a": len(fa.key), "kernels_b": len(fb.key),
         "common_ranges": int((r["status"] == "both").sum()),
         "only_a_ranges": int((r["status"] == "only_a").sum()),
         "only_b_ranges": int((r["status"] == "only_b").sum()),
-        "unattributed_a": int(fa["key"].isin([NO_RANGE, NO_LAUNCH]).sum()),
-        "unattributed_b": int(fb["key"].isin([NO_RANGE, NO_LAUNCH]).sum()),
+        "unattributed_a": fa.count((NO_RANGE, NO_LAUNCH)),
+        "unattributed_b": fb.count((NO_RANGE, NO_LAUNCH)),
     }
     return TraceDiff(a.label, b.label, r, layers, {"a": na, "b": nb}, alignments, totals)
 
