@@ -89,7 +89,10 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
         status[nolaunch] = 2
         in_range = _spread(name_codes, names, within, has, nolaunch, shown)
         step = _spread(name_codes[root], names, within, has, nolaunch, shown)
-        paths, path_codes = (np.zeros(0, dtype=object), np.zeros(0, dtype=np.int32)) if sorting is None else sorting.result()
+        if sorting is None:
+            paths, path_codes = np.zeros(0, dtype=object), np.zeros(0, dtype=np.int32)
+        else:
+            paths, path_codes = sorting.result()
     added = {
         "duration": k["end"].to_numpy() - k["start"].to_numpy(),
         "range": in_range,
