@@ -83,8 +83,8 @@ class TraceDiff:
 
 
 def _strings(values: pd.Categorical) -> tuple[np.ndarray, np.ndarray]:
-    """A categorical column as indices into its values as ``astype(str)`` gives them: its
-    categories, then "nan" for a missing value."""
+    """A categorical column as indices into its values as text: its categories, then "nan"
+    for a missing value (which a projection's columns do not hold)."""
     cats = values.categories
     names = np.append(np.asarray(cats if cats.inferred_type == "string" else cats.astype(str), dtype=object), "nan")
     codes = values.codes.astype(np.int64)
