@@ -91,6 +91,13 @@ def _strings(values: pd.Categorical) -> tuple[np.ndarray, np.ndarray]:
     return np.where(codes >= 0, codes, len(names) - 1), names
 
 
+def _first_rows(key: np.ndarray, n: int) -> np.ndarray:
+    """The first row of each of the keys 0..n-1 in ``key`` (``len(key)`` for one absent)."""
+    first = np.full(n, len(key), dtype=np.int64)
+    np.minimum.at(first, key, np.arange(len(key)))
+    return first
+
+
 @dataclass
 class _Side:
     """One trace's kernels as the diff sees them, as codes: each kernel's step-free range key
@@ -105,8 +112,7 @@ class _Side:
         """Per key: its first kernel's range name and layer, kernels and GPU time in all steps
         and per step."""
         nk = len(self.keys)
-        first = np.full(nk, len(self.key), dtype=np.int64)
-        np.minimum.at(first, self.key, np.arange(len(self.key)))  # each key's first row
+        first = _first_rows(self.key, nk)
         codes, names = _strings(self.p["range"].array)
         out = pd.DataFrame({
             "name": names[codes[first]], "layer": self.p["layer"].to_numpy()[first],
@@ -128,9 +134,7 @@ class _Side:
         rows = rows[np.lexsort((p["start"].to_numpy()[rows], p["launch_start"].to_numpy()[rows]))]
         key, rid = self.key[rows], p["range_id"].to_numpy()[rows]
         # First instance = the range of the earliest kernel of that key (or all unattributed).
-        first = np.full(len(self.keys), len(key), dtype=np.int64)
-        np.minimum.at(first, key, np.arange(len(key)))
-        first_rid = np.append(rid, -1)[first]  # (-1 for the keys not wanted: never looked up)
+        first_rid = np.append(rid, -1)[_first_rows(key, len(self.keys))]  # -1: keys not wanted, never looked up
         sel = rid == first_rid[key]
         rows, key = rows[sel], key[sel]
         order = np.argsort(key, kind="stable")  # grouped by key, each in launch order
@@ -164,7 +168,7 @@ def _side(trace: Trace, step_rx: re.Pattern, layer_regex: str | None) -> _Side:
         pair, pairs = pd.factorize(path * len(steps) + step)
         ids = np.arange(len(pairs))
         pair_path, pair_step = pairs // len(steps), pairs % len(steps)
-    codes, keys = _step_free(paths[pair_path], stepped[pair_step])
+    codes, keys = step_free(paths[pair_path], stepped[pair_step])
     key_of = np.zeros(ids[-1] + 1 if len(ids) else 0, dtype=np.int64)
     key_of[ids] = codes
     ranged = stepped[step] & (p["status"] == "range").to_numpy()
@@ -172,7 +176,7 @@ def _side(trace: Trace, step_rx: re.Pattern, layer_regex: str | None) -> _Side:
     return _Side(p, key_of[pair], keys, max(n_steps, 1))
 
 
-def _step_free(paths: np.ndarray, stepped: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def step_free(paths: np.ndarray, stepped: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each of ``paths`` with its first level cut off where ``stepped`` (``(step)`` for a path of
     one level), as codes into the distinct results, sorted; by Arrow, which makes Python
     strings only of those."""

@@ -70,15 +70,11 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     with ThreadPoolExecutor(1, thread_name_prefix="workbench-paths") as pool:
         # Arrow sorts the paths (only those a kernel shows) without the GIL while the rest
         # is made here.
-        sorting = pool.submit(_sorted_distinct, r["path"], shown > 0) if len(r) else None
-        if len(r):
-            names, inv = np.unique(np.asarray(r["name"].cat.categories.astype(str), dtype=object), return_inverse=True)
-            codes = r["name"].cat.codes.to_numpy()
-            name_codes = np.where(codes >= 0, inv.reshape(-1)[codes], -1).astype(np.int32)
-            root = _roots(r["parent"].to_numpy())
-        else:
-            name_codes = root = np.zeros(0, dtype=np.int32)
-            names = np.zeros(0, dtype=object)
+        sorting = pool.submit(_sorted_distinct, r["path"], shown > 0)
+        names, inv = np.unique(np.asarray(r["name"].cat.categories.astype(str), dtype=object), return_inverse=True)
+        codes = r["name"].cat.codes.to_numpy()
+        name_codes = np.where(codes >= 0, inv.reshape(-1)[codes], -1).astype(np.int32)
+        root = _roots(r["parent"].to_numpy())
         if len(within) == len(k):
             layers = range_layers(r, layer_regex)[within]
         else:
@@ -89,10 +85,7 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
         status[nolaunch] = 2
         in_range = _spread(name_codes, names, within, has, nolaunch, shown)
         step = _spread(name_codes[root], names, within, has, nolaunch, shown)
-        if sorting is None:
-            paths, path_codes = np.zeros(0, dtype=object), np.zeros(0, dtype=np.int32)
-        else:
-            paths, path_codes = sorting.result()
+        paths, path_codes = sorting.result()
     added = {
         "duration": k["end"].to_numpy() - k["start"].to_numpy(),
         "range": in_range,

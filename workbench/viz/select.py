@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..analysis.diff import STEP_REGEX
+from ..analysis.diff import STEP_REGEX, step_free
 from ..analysis.projection import project, range_layers
 from ..errors import WorkbenchError
 from ..trace.model import Trace, layer_pattern
@@ -29,12 +29,8 @@ def range_keys(trace: Trace, step_regex: str = STEP_REGEX) -> pd.Series:
     paths = r["path"].astype(str).to_numpy(dtype=object)
     roots = np.array([p.split("/", 1)[0] for p in paths], dtype=object)
     stepped = np.array([bool(rx.search(x)) for x in roots])
-    keys = paths.copy()
-    for i in np.flatnonzero(stepped):
-        p = paths[i]
-        j = p.find("/")
-        keys[i] = p[j + 1:] if j >= 0 else "(step)"
-    return pd.Series(keys, index=r.index)
+    codes, keys = step_free(paths, stepped)
+    return pd.Series(keys[codes], index=r.index)
 
 
 def instances(trace: Trace, key: str, step_regex: str = STEP_REGEX) -> pd.DataFrame:
