@@ -905,12 +905,14 @@ def _threads(path: Path, workers: int | None) -> int:
 
 def _range_stops(path: Path, chunk: int, ranges: int) -> list[int]:
     """Where each of ``ranges`` ranges ends but the last (fewer where the file has fewer
-    chunks), or [] for one. The k-th of n ranges is n - k parts long: threads taking the next
-    range in turn end at about the same time, the last ranges being short."""
+    chunks), or [] for one. Threads take the ranges in the order ``read_parallel`` submits
+    them, the file's last range first: that one is n parts long, and the k-th of the others
+    n - 1 - k. Taken longest first, the ranges leave every thread about the same work, the
+    ranges taken last being the shortest."""
     chunks = (path.stat().st_size - _HEAD) // chunk
     ranges = min(ranges, chunks)
     parts = ranges * (ranges + 1) // 2
-    done = np.cumsum(np.arange(ranges, 1, -1))  # parts before each stop
+    done = np.cumsum(np.arange(ranges - 1, 0, -1))  # parts before each stop
     return sorted({_HEAD + chunk * int(chunks * d // parts) for d in done} - {_HEAD})
 
 
