@@ -109,6 +109,29 @@ def test_kill_during_import(files, tmp_path, label, cond, delay):
     assert list_traces(root) == ["big", "keep"]
 
 
+def test_leftovers_of_killed_writers_are_swept_once_stale(files, tmp_path):
+    """A writer killed mid-save leaves its hidden directory; the next save removes it once it
+    is older than any save takes, and leaves a younger one (a live writer's) alone."""
+    root = tmp_path / "traces"
+
+    def leftover(name):
+        return next((p for p in _tmp_dirs(root) if p.name.startswith(f".tmp-{name}-")), None)
+
+    for name in ("old", "young"):
+        def written(root, name=name):
+            d = leftover(name)
+            return d is not None and len(list(d.iterdir())) >= 3
+
+        assert _kill_at(_spawn("import", files["big"], "--name", name, root=root), root, written, None) == "killed"
+    old, young = leftover("old"), leftover("young")
+    hours_ago = time.time() - 2 * 3600
+    os.utime(old, (hours_ago, hours_ago))
+
+    save(import_file(files["small"]), "next", root)
+    assert not old.exists() and young.is_dir()
+    assert list_traces(root) == ["next"]
+
+
 REPLACE_STAGES = [s for s in STAGES if s[2] is None and s[0] != "published"]  # "manifest written": just before the swap
 
 

@@ -3,6 +3,8 @@
 Writes are atomic: a trace is assembled in a hidden temporary directory beside its final
 place and renamed into it, so a reader (or a crash, or ``kill -9``) sees the complete new
 trace or nothing. Replacing a trace renames the old one away first and deletes it last.
+The hidden directory a killed writer leaves behind is removed by a later save once it is an
+hour old.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,10 @@ from ..errors import WorkbenchError
 from .model import SCHEMA, TABLES, Trace
 
 MANIFEST = "manifest.json"
+# Hidden directories of a save: the trace being written, and the old one moved aside to be
+# deleted where a replace cannot swap the two in one step.
+_TMP, _OLD = ".tmp-", ".old-"
+_STALE_S = 3600
 # 2: kernels carry range_id (format-1 traces get it derived on load).
 FORMAT_VERSION = 2
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=-]{0,127}$")
@@ -79,7 +86,8 @@ def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, over
         root.mkdir(parents=True, exist_ok=True)
         if final.exists() and not overwrite:
             raise WorkbenchError(final, "a trace with this name exists (choose another --name, or overwrite)")
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
+        _sweep(root)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP}{name}-", dir=root))
     except OSError as e:
         raise WorkbenchError(root, f"cannot write to the trace store: {e.strerror or e}") from None
     try:
@@ -108,6 +116,20 @@ def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, over
     return final
 
 
+def _sweep(root: Path) -> None:
+    """Removes what writers killed mid-save left behind (``kill -9``, a power cut): temporary
+    directories untouched for longer than any save takes. A live writer's directory changes
+    with every table it writes, so it is never this old."""
+    now = time.time()
+    for p in [*root.glob(f"{_TMP}*"), *root.glob(f"{_OLD}*")]:
+        try:
+            stale = p.is_dir() and not p.is_symlink() and now - p.lstat().st_mtime > _STALE_S
+        except OSError:  # gone meanwhile: another writer swept it
+            continue
+        if stale:
+            shutil.rmtree(p, ignore_errors=True)
+
+
 def _publish(tmp: Path, final: Path, overwrite: bool) -> None:
     if not overwrite:
         try:
@@ -124,7 +146,7 @@ def _publish(tmp: Path, final: Path, overwrite: bool) -> None:
             shutil.rmtree(tmp, ignore_errors=True)  # now holds the old trace
             return
         if swapped is None:  # no renameat2 here: move the old trace aside, then rename
-            old = Path(tempfile.mkdtemp(prefix=f".old-{final.name}-", dir=final.parent))
+            old = Path(tempfile.mkdtemp(prefix=f"{_OLD}{final.name}-", dir=final.parent))
             try:
                 os.rename(final, old / "trace")
             except FileNotFoundError:
