@@ -12,6 +12,7 @@ for the paths real traces take (about 15% off a large import). Anywhere else it 
 as usual.
 """
 
+import functools
 import hashlib
 import json
 import os
@@ -29,6 +30,7 @@ _PGO = Path("workbench/trace/pgo")
 _MODE = os.environ.get("WORKBENCH_PGO", "")
 
 
+@functools.cache
 def _gcc_version(cc: str) -> str | None:
     try:
         verbose = subprocess.run([cc, "-v"], capture_output=True, text=True, timeout=30).stderr
@@ -44,6 +46,14 @@ def _profile_flags(module: str) -> list[str]:
     in both the profiling and the profiled build, relative to the project root, makes the
     profile apply to any checkout. It also is where the profile is written and read."""
     return ["-dumpdir", f"{_PGO}/", "-dumpbase", module]
+
+
+@functools.cache
+def _profiles() -> dict:
+    try:
+        return json.loads((_PGO / "profiles.json").read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 class BuildExt(build_ext):
@@ -73,10 +83,7 @@ class BuildExt(build_ext):
     def _profile(self, ext, module: str) -> Path | None:
         """The committed profile of ext, where this compiler and ext's source are the ones it
         was made with (GCC ignores, or refuses, a profile of other code or another release)."""
-        try:
-            made = json.loads((_PGO / "profiles.json").read_text())
-        except (OSError, ValueError):
-            return None
+        made = _profiles()
         (source,) = ext.sources
         entry = made.get("profiles", {}).get(module, {})
         gcda = _PGO / f"{module}.gcda"

@@ -26,7 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "workbench" / "trace" / "pgo"
-SOURCES = {"_kineto_scan": "workbench/trace/_kineto_scan.c", "_sqlite_pages": "workbench/trace/_sqlite_pages.c"}
+# The accelerators' sources, each its extension module's name (as setup.py builds them).
+SOURCES = {c.stem: str(c.relative_to(ROOT)) for c in sorted((ROOT / "workbench" / "trace").glob("*.c"))}
 DEFAULT_TRACES = [
     *sorted((ROOT.parent / "shared" / "reference-captures" / "h200").glob("*.gz")),
     *sorted((ROOT.parent / "shared" / "external-traces").glob("*.gz")),
