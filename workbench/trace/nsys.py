@@ -20,7 +20,8 @@ import sqlite3
 import subprocess
 import tempfile
 import zlib
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
@@ -58,11 +59,16 @@ WHERE = {t: f"where eventType in ({', '.join(map(str, types))})" for t, types in
 TEXT = {NVTX: ("text",)}
 
 
-def _pid(global_id: np.ndarray) -> np.ndarray:
+def _pid(global_id: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     # nsys packs (vm, pid, tid) into globalTid/globalPid: pid lives in bits 24..55.
-    pid = global_id >> 24
+    pid = np.right_shift(global_id, 24, out=out)
     pid &= 0xFFFFFFFF  # in place: one temporary less, at 10M rows 80 MB
     return pid
+
+
+def _own_pid(global_pid: np.ndarray) -> np.ndarray:
+    """pid made in place of ``global_pid``, a private column read from the file."""
+    return _pid(global_pid, out=global_pid)
 
 
 def _tid(global_tid: np.ndarray) -> np.ndarray:
@@ -168,11 +174,21 @@ class _Db:
         except (sqlite3.Error, UnicodeDecodeError):
             return
         if jobs:
-            self._pages = _Pages(db_path, jobs)
+            # Kernels first, whatever the file's order (nsys creates that table late): its wide
+            # rows take longest to decode, and the main thread's turn for it comes last.
+            self._pages = _Pages(db_path, {t: jobs[t] for t in COLUMNS if t in jobs})
 
     def close(self) -> None:
         if self._pages is not None:
             self._pages.close()
+
+    def read_order(self, tables: list[str]) -> Iterator[str]:
+        """``tables`` in the order to :meth:`read` them: those sqlite3 reads first (while the
+        reader threads decode the others), then each as its reader thread finishes."""
+        jobs = self._pages.pending() if self._pages is not None else {}
+        yield from (t for t in tables if t not in jobs)
+        for done in as_completed([jobs[t] for t in tables if t in jobs]):
+            yield next(t for t, job in jobs.items() if job is done)
 
     def read(self, table: str) -> pd.DataFrame:
         cols = self.wanted(table)
@@ -255,6 +271,9 @@ class _Pages:
                 self._jobs[table] = self._pool.submit(self._read, *job)
         except RuntimeError:  # no thread to be had (a process limit): sqlite3 reads the rest
             pass
+
+    def pending(self) -> dict[str, Future]:
+        return dict(self._jobs)
 
     def take(self, table: str) -> list[np.ndarray] | None:
         job = self._jobs.pop(table, None)
@@ -398,19 +417,19 @@ def _read(db: _Db, where: Path) -> Trace:
             where, f"no {KERNEL} table: not an Nsight Systems export with CUDA trace (capture with -t cuda)"
         )
     strings = db.strings()
-    tables = {"kernels": _kernels(db, strings, where)}
-    if RUNTIME in db.tables:
-        tables["api"] = _api(db, strings, where)
-    if NVTX in db.tables:
-        tables["ranges"] = _ranges(db, strings, where)
-    for t, key in ((MEMCPY, "memcpy"), (MEMSET, "memset")):
-        if t in db.tables:
-            tables[key] = _copies(db, t, where, strings)
+    make = {KERNEL: ("kernels", _kernels), RUNTIME: ("api", _api), NVTX: ("ranges", _ranges),
+            MEMCPY: ("memcpy", _copies), MEMSET: ("memset", _copies)}
+    tables = {}
+    # Each table as soon as it has been read: the main thread turns one into its columns
+    # while the reader threads are still decoding the others (~1 s sooner at 10M kernels).
+    for t in db.read_order([t for t in make if t in db.tables]):
+        key, fn = make[t]
+        tables[key] = fn(db, t, strings, where)
     return build(tables, _meta(db, strings), str(where))
 
 
-def _kernels(db: _Db, strings, where) -> pd.DataFrame:
-    k = db.read(KERNEL)
+def _kernels(db: _Db, table: str, strings, where) -> pd.DataFrame:
+    k = db.read(table)
     n = len(k)
     if "shortName" not in k and "demangledName" not in k:
         raise TraceFormatError(where, f"table {KERNEL} lacks kernel name columns (shortName/demangledName)")
@@ -424,7 +443,7 @@ def _kernels(db: _Db, strings, where) -> pd.DataFrame:
         "end": _ints(k, "end", where, KERNEL),
         "device": _ints(k, "deviceId", where, KERNEL),
         "stream": _ints(k, "streamId", where, KERNEL),
-        "pid": _pid(_ints(k, "globalPid", where, KERNEL)),
+        "pid": _own_pid(_ints(k, "globalPid", where, KERNEL)),
         "correlation": _ints(k, "correlationId", where, KERNEL),
     }
     for src, dst in (("gridX", "grid_x"), ("gridY", "grid_y"), ("gridZ", "grid_z"),
@@ -435,8 +454,8 @@ def _kernels(db: _Db, strings, where) -> pd.DataFrame:
     return pd.DataFrame(cols, copy=False)
 
 
-def _api(db: _Db, strings, where) -> pd.DataFrame:
-    r = db.read(RUNTIME)
+def _api(db: _Db, table: str, strings, where) -> pd.DataFrame:
+    r = db.read(table)
     gtid = _ints(r, "globalTid", where, RUNTIME)
     name_ids = _ints(r, "nameId", where, RUNTIME)
     names, inv_id = _lookup(name_ids, strings, where, f"{RUNTIME}.nameId")
@@ -459,8 +478,8 @@ def _api(db: _Db, strings, where) -> pd.DataFrame:
     }, copy=False)
 
 
-def _ranges(db: _Db, strings, where) -> pd.DataFrame:
-    e = db.read(NVTX)
+def _ranges(db: _Db, table: str, strings, where) -> pd.DataFrame:
+    e = db.read(table)
     if not len(e):
         return pd.DataFrame()
     etype = _ints(e, "eventType", where, NVTX)
@@ -505,14 +524,14 @@ def _ranges(db: _Db, strings, where) -> pd.DataFrame:
     }, copy=False)
 
 
-def _copies(db: _Db, table: str, where, strings) -> pd.DataFrame:
+def _copies(db: _Db, table: str, strings, where) -> pd.DataFrame:
     c = db.read(table)
     out = pd.DataFrame({
         "start": _ints(c, "start", where, table),
         "end": _ints(c, "end", where, table),
         "device": _ints(c, "deviceId", where, table, default=-1),
         "stream": _ints(c, "streamId", where, table, default=-1),
-        "pid": _pid(_ints(c, "globalPid", where, table)),
+        "pid": _own_pid(_ints(c, "globalPid", where, table)),
         "correlation": _ints(c, "correlationId", where, table, default=-1),
         "bytes": _ints(c, "bytes", where, table, default=-1),
     }, copy=False)
