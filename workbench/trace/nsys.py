@@ -365,8 +365,8 @@ def _lookup(ids: np.ndarray, strings: dict[int, str], where: Path, what: str) ->
 
 def _factorize_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``pd.factorize(ids, sort=True)`` with codes in the narrowest dtype. StringIds ids are
-    small and dense: a table indexed by id instead of hashing (0.45 s for 10M kernels' and 20M
-    API calls' names)."""
+    small and dense: a table indexed by id instead of a hash, 2.4x faster (0.43 -> 0.18 s for
+    the names of 10M kernels and 20M API calls)."""
     if len(ids):
         lo, hi = int(ids.min()), int(ids.max())
         if lo >= 0 and hi < max(1 << 16, 4 * len(ids)):
