@@ -111,6 +111,23 @@ def test_stored_trace_roundtrip_identical(reference, store):
     assert summary(back, by="layer").equals(summary(trace, by="layer"))
 
 
+def test_stored_nsys_tables_exact_with_integers_delta_encoded(reference, store):
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from workbench.trace import TABLES, load_dir, save
+
+    trace = import_file(reference("nsys-kvwrite-unfused.sqlite.gz"))
+    path = save(trace, "exact", store)
+    back = load_dir(path)
+    for t in TABLES:
+        pd.testing.assert_frame_equal(back.tables[t], trace.tables[t], check_exact=True)
+    meta = pq.ParquetFile(path / "kernels.parquet").metadata
+    encodings = {meta.schema.column(i).name: meta.row_group(0).column(i).encodings for i in range(meta.num_columns)}
+    assert all("DELTA_BINARY_PACKED" in encodings[c] for c in ("start", "end", "correlation", "range_id"))
+    assert "RLE_DICTIONARY" in encodings["name"]
+
+
 def test_layer_pattern_variants():
     from workbench.trace import layer_pattern
 

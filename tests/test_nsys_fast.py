@@ -221,3 +221,19 @@ def test_damaged_file_identical(tmp_path, monkeypatch):
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(bytes(data))
     _compare(bad, monkeypatch)
+
+
+@pytest.mark.parametrize("ids", [
+    [7, 3, 3, 9, 7, 0],  # dense, StringIds-like
+    [5] * 10,
+    [2**40, 3, 2**40],  # too sparse for a table: hashed
+    [-1, 4, 4],  # negative: hashed
+    [],
+], ids=["dense", "one", "sparse", "negative", "empty"])
+def test_string_ids_factorized_as_pandas_does(ids):
+    import numpy as np
+
+    ids = np.array(ids, dtype=np.int64)
+    codes, uniq = nsys._factorize_ids(ids)
+    want_codes, want_uniq = pd.factorize(ids, sort=True)
+    assert codes.tolist() == want_codes.tolist() and uniq.tolist() == want_uniq.tolist()

@@ -421,7 +421,7 @@ def _read(db: _Db, where: Path) -> Trace:
             MEMCPY: ("memcpy", _copies), MEMSET: ("memset", _copies)}
     tables = {}
     # Each table as soon as it has been read: the main thread turns one into its columns
-    # while the reader threads are still decoding the others (~1 s sooner at 10M kernels).
+    # while the reader threads are still decoding the others (0.3-0.5 s sooner at 10M kernels).
     for t in db.read_order([t for t in make if t in db.tables]):
         key, fn = make[t]
         tables[key] = fn(db, t, strings, where)
