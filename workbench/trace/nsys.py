@@ -187,8 +187,8 @@ class _Db:
         reader threads decode the others), then each as its reader thread finishes."""
         jobs = self._pages.pending() if self._pages is not None else {}
         yield from (t for t in tables if t not in jobs)
-        for done in as_completed([jobs[t] for t in tables if t in jobs]):
-            yield next(t for t, job in jobs.items() if job is done)
+        table_of = {jobs[t]: t for t in tables if t in jobs}
+        yield from (table_of[done] for done in as_completed(table_of))
 
     def read(self, table: str) -> pd.DataFrame:
         cols = self.wanted(table)
