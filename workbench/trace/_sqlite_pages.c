@@ -51,10 +51,9 @@ typedef struct {
     int64_t **values;  /* per integer column */
     uint8_t **nulls;   /* per column: 1 where NULL */
     size_t *any_null;
-    /* text columns: bytes appended to one arena; row r spans offsets[r]..offsets[r+1] */
-    int64_t **offsets;
-    uint8_t *arena;
-    size_t arena_len, arena_cap;
+    /* text columns: each row's index into its column's distinct values (-1: NULL) */
+    int32_t **codes;
+    struct Dict *dicts;
 } Out;
 
 /* Fresh memory faulted in 4 KB at a time costs as much as decoding into it; huge pages
@@ -172,18 +171,83 @@ static const uint8_t *payload(Db *db, const uint8_t *p, const uint8_t *page_end,
     return db->scratch;
 }
 
-static int arena_add(Out *o, const uint8_t *p, size_t n) {
-    if (o->arena_len + n > o->arena_cap) {
-        size_t cap = o->arena_cap ? o->arena_cap : 1 << 16;
-        while (cap < o->arena_len + n) cap *= 2;
-        uint8_t *a = realloc(o->arena, cap);
-        if (!a) return -1;
-        o->arena = a, o->arena_cap = cap;
+/* A text column's distinct values, in order of first appearance. NVTX range names repeat
+ * every step: a million ranges hold a few hundred names, so each name becomes one Python
+ * string, not one per row (which also cost the GIL while the main thread needed it). */
+typedef struct Dict {
+    uint8_t *bytes;     /* the values back to back */
+    size_t len, cap;
+    size_t *start;      /* value k spans start[k]..start[k + 1] */
+    uint64_t *hash;     /* of value k */
+    size_t n, cap_n;
+    int32_t *slot;      /* open addressing: value index + 1, 0 for a free slot */
+    size_t nslots;      /* a power of two, at least twice n */
+} Dict;
+
+static uint64_t hash_bytes(const uint8_t *p, size_t n) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n, v;
+    for (; n >= 8; p += 8, n -= 8) {
+        memcpy(&v, p, 8);
+        h = (h ^ v) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
     }
-    memcpy(o->arena + o->arena_len, p, n);
-    o->arena_len += n;
+    v = 0;
+    memcpy(&v, p, n);
+    h = (h ^ v) * 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 29);
+}
+
+static int dict_grow(Dict *d) {
+    size_t nslots = d->nslots ? 2 * d->nslots : 1024;
+    int32_t *slot = calloc(nslots, sizeof *slot);
+    if (!slot) return -1;
+    for (size_t k = 0; k < d->n; k++) {
+        size_t i = d->hash[k] & (nslots - 1);
+        while (slot[i]) i = (i + 1) & (nslots - 1);
+        slot[i] = (int32_t)(k + 1);
+    }
+    free(d->slot);
+    d->slot = slot, d->nslots = nslots;
     return 0;
 }
+
+/* The index of value p[0..n) in d, added if new; -1 when out of memory or codes. */
+static int64_t dict_code(Dict *d, const uint8_t *p, size_t n) {
+    if (2 * (d->n + 1) > d->nslots && dict_grow(d)) return -1;
+    uint64_t h = hash_bytes(p, n);
+    size_t i = h & (d->nslots - 1);
+    for (; d->slot[i]; i = (i + 1) & (d->nslots - 1)) {
+        size_t k = (size_t)d->slot[i] - 1;
+        if (d->hash[k] == h && d->start[k + 1] - d->start[k] == n && memcmp(d->bytes + d->start[k], p, n) == 0)
+            return (int64_t)k;
+    }
+    if (d->n >= INT32_MAX - 1) return -1;
+    if (d->n + 2 > d->cap_n) {
+        size_t cap = d->cap_n ? 2 * d->cap_n : 256;
+        size_t *start = realloc(d->start, cap * sizeof *start);
+        if (start) d->start = start;
+        uint64_t *hash = realloc(d->hash, cap * sizeof *hash);
+        if (hash) d->hash = hash;
+        if (!start || !hash) return -1;
+        d->cap_n = cap;
+        if (d->n == 0) d->start[0] = 0;
+    }
+    if (d->len + n > d->cap) {
+        size_t cap = d->cap ? d->cap : 1 << 16;
+        while (cap < d->len + n) cap *= 2;
+        uint8_t *b = realloc(d->bytes, cap);
+        if (!b) return -1;
+        d->bytes = b, d->cap = cap;
+    }
+    memcpy(d->bytes + d->len, p, n);
+    d->len += n;
+    d->hash[d->n] = h;
+    d->start[++d->n] = d->len;
+    d->slot[i] = (int32_t)d->n;
+    return (int64_t)d->n - 1;
+}
+
+static void dict_free(Dict *d) { free(d->bytes), free(d->start), free(d->hash), free(d->slot); }
 
 /* Serial types 0-9 (NULL, big-endian integers of 1-8 bytes, float, the constants 0 and 1):
  * their length, and how an integer is taken from the 8 bytes at its start: shifted down
@@ -231,13 +295,14 @@ static int decode_record(Out *o, const uint8_t *rec, uint64_t size, int64_t rowi
             int j = want++;
             if (o->text[j]) {
                 if (type == 0) {
-                    o->nulls[j][row] = 1, o->any_null[j] = 1;
+                    o->codes[j][row] = -1;
                 } else if (type < 13 || !(type & 1)) {
                     return -2;
-                } else if (arena_add(o, body, len)) {
-                    return -1;
+                } else {
+                    int64_t code = dict_code(&o->dicts[j], body, len);
+                    if (code < 0) return -1;
+                    o->codes[j][row] = (int32_t)code;
                 }
-                o->offsets[j][row + 1] = (int64_t)o->arena_len;
             } else {
                 if (type == 7 || type > 9) return -2;
                 if (type == 0) {
@@ -258,13 +323,14 @@ static int decode_record(Out *o, const uint8_t *rec, uint64_t size, int64_t rowi
     /* Columns added after this row was written: NULL (the caller checked their default). */
     for (int j = want; j < o->ncols; j++) {
         if (o->text[j]) {
-            o->offsets[j][row + 1] = (int64_t)o->arena_len;
-        } else if (o->index[j] == o->rowid_col) {
+            o->codes[j][row] = -1;
+            continue;
+        }
+        if (o->index[j] == o->rowid_col) {
             o->values[j][row] = rowid;
             continue;
-        } else {
-            o->values[j][row] = 0;
         }
+        o->values[j][row] = 0;
         o->nulls[j][row] = 1, o->any_null[j] = 1;
     }
     return 0;
@@ -314,23 +380,18 @@ static int parse_columns(PyObject *seq, int **out, int *n) {
     return PyErr_Occurred() ? -1 : 0;
 }
 
-static PyObject *text_list(const Out *o, int j, size_t rows) {
-    PyObject *list = PyList_New((Py_ssize_t)rows);
+static PyObject *dict_values(const Dict *d) {
+    PyObject *list = PyList_New((Py_ssize_t)d->n);
     if (!list) return NULL;
-    const int64_t *off = o->offsets[j];
-    for (size_t r = 0; r < rows; r++) {
-        PyObject *v;
-        if (o->nulls[j][r]) {
-            v = Py_NewRef(Py_None);
-        } else {
-            /* As the importer's sqlite3 connection decodes TEXT: invalid UTF-8 replaced. */
-            v = PyUnicode_DecodeUTF8((const char *)o->arena + off[r], (Py_ssize_t)(off[r + 1] - off[r]), "replace");
-            if (!v) {
-                Py_DECREF(list);
-                return NULL;
-            }
+    for (size_t k = 0; k < d->n; k++) {
+        /* As the importer's sqlite3 connection decodes TEXT: invalid UTF-8 replaced. */
+        PyObject *v = PyUnicode_DecodeUTF8((const char *)d->bytes + d->start[k],
+                                           (Py_ssize_t)(d->start[k + 1] - d->start[k]), "replace");
+        if (!v) {
+            Py_DECREF(list);
+            return NULL;
         }
-        PyList_SET_ITEM(list, (Py_ssize_t)r, v);
+        PyList_SET_ITEM(list, (Py_ssize_t)k, v);
     }
     return list;
 }
@@ -339,9 +400,10 @@ PyDoc_STRVAR(read_table_doc,
 "read_table(path, root_page, columns, text, rowid_column) -> (values, nulls) or None\n\n"
 "Every row of the rowid table whose b-tree starts at root_page, in rowid order (the order of\n"
 "a full scan). columns: record indices, ascending; text: per column, true for TEXT. values:\n"
-"per column, a bytearray of native int64 or, for TEXT, a list of str and None; nulls: per\n"
-"column, a bytearray of 0/1 or None when the column has no NULL. None when the file cannot\n"
-"be vouched for (see the module comment).");
+"per column, a bytearray of native int64 or, for TEXT, a pair: a bytearray of native int32\n"
+"codes (-1 for NULL) and the list of distinct str they index; nulls: per column, a bytearray\n"
+"of 0/1, or None when the column has no NULL or is TEXT. None when the file cannot be\n"
+"vouched for (see the module comment).");
 
 static PyObject *read_table(PyObject *self, PyObject *args) {
     const char *path;
@@ -374,11 +436,12 @@ static PyObject *read_table(PyObject *self, PyObject *args) {
     PyObject **arrays = calloc((size_t)ncols + 1, sizeof *arrays);
     o.values = calloc((size_t)ncols + 1, sizeof *o.values);
     o.nulls = calloc((size_t)ncols + 1, sizeof *o.nulls);
-    o.offsets = calloc((size_t)ncols + 1, sizeof *o.offsets);
+    o.codes = calloc((size_t)ncols + 1, sizeof *o.codes);
+    o.dicts = calloc((size_t)ncols + 1, sizeof *o.dicts);
     o.any_null = calloc((size_t)ncols + 1, sizeof *o.any_null);
     uint8_t *head = NULL;
     int ok = 0, rc = 0;
-    if (!arrays || !o.values || !o.nulls || !o.offsets || !o.any_null) goto done;
+    if (!arrays || !o.values || !o.nulls || !o.codes || !o.dicts || !o.any_null) goto done;
 
     Py_BEGIN_ALLOW_THREADS
     uint8_t hdr[100];
@@ -405,10 +468,11 @@ static PyObject *read_table(PyObject *self, PyObject *args) {
 
     size_t rows = lv.cells;
     for (int j = 0; j < ncols; j++) {
-        if (!(o.nulls[j] = calloc(rows + 1, 1))) goto nomem;
         if (text[j]) {
-            if (!(o.offsets[j] = calloc(rows + 1, sizeof(int64_t)))) goto nomem;
+            if (!(arrays[j] = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(rows * sizeof(int32_t))))) goto done;
+            o.codes[j] = (int32_t *)PyByteArray_AS_STRING(arrays[j]);
         } else {
+            if (!(o.nulls[j] = calloc(rows + 1, 1))) goto nomem;
             if (!(arrays[j] = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(rows * sizeof(int64_t))))) goto done;
             o.values[j] = (int64_t *)PyByteArray_AS_STRING(arrays[j]);
             huge_pages(o.values[j], rows * sizeof(int64_t));
@@ -425,7 +489,7 @@ static PyObject *read_table(PyObject *self, PyObject *args) {
         goto done;
     }
     for (int j = 0; j < ncols; j++) {
-        PyObject *v = text[j] ? text_list(&o, j, rows) : Py_NewRef(arrays[j]);
+        PyObject *v = text[j] ? Py_BuildValue("(ON)", arrays[j], dict_values(&o.dicts[j])) : Py_NewRef(arrays[j]);
         PyObject *m = o.any_null[j] ? PyByteArray_FromStringAndSize((const char *)o.nulls[j], (Py_ssize_t)rows)
                                     : Py_NewRef(Py_None);
         if (!v || !m) {
@@ -442,13 +506,13 @@ nomem:
 done:
     if (!result && !PyErr_Occurred()) result = Py_NewRef(Py_None);
     if (db.fd >= 0) close(db.fd);
-    free(head), free(db.page), free(db.ovfl), free(db.scratch), free(lv.pages), free(o.arena);
+    free(head), free(db.page), free(db.ovfl), free(db.scratch), free(lv.pages);
     for (int j = 0; j < ncols; j++) {
         if (arrays) Py_XDECREF(arrays[j]);
         if (o.nulls) free(o.nulls[j]);
-        if (o.offsets) free(o.offsets[j]);
+        if (o.dicts) dict_free(&o.dicts[j]);
     }
-    free(arrays), free(o.values), free(o.nulls), free(o.offsets), free(o.any_null), free(index), free(text);
+    free(arrays), free(o.values), free(o.nulls), free(o.codes), free(o.dicts), free(o.any_null), free(index), free(text);
     return result;
 }
 

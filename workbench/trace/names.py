@@ -83,8 +83,13 @@ def categorical_take(values, codes) -> pd.Categorical:
         small_codes = small.codes[codes]
         used = np.zeros(len(small.categories), dtype=bool)
         used[small_codes] = True
-        if used.all():  # else the categories would differ
+        if used.all():
             return pd.Categorical.from_codes(small_codes, dtype=small.dtype)
+        # Only the values rows use are categories (they stay sorted).
+        kept = np.flatnonzero(used)
+        remap = np.full(len(used), -1, dtype=code_dtype(len(kept)))
+        remap[kept] = np.arange(len(kept))
+        return pd.Categorical.from_codes(remap[small_codes], categories=small.categories[kept], validate=False)
     return categorical(values[codes])
 
 

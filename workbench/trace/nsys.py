@@ -293,7 +293,7 @@ class _Pages:
         out: list[np.ndarray] = [np.empty(0)] * len(index)
         for i, v, null in zip(order, values, nulls):
             if text[i]:
-                out[i] = np.array(v, dtype=object)
+                out[i] = _dictionary(np.frombuffer(v[0], np.int32), v[1])
             elif null is None:
                 out[i] = np.frombuffer(v, np.int64)
             else:
@@ -318,6 +318,17 @@ class _Pages:
         # An INTEGER PRIMARY KEY is the rowid: its record holds NULL.
         rowid = pos[pk[0][1]] if len(pk) == 1 and str(pk[0][2]).upper() == "INTEGER" else -1
         return int(root), [pos[c] for c in cols], [c in TEXT.get(table, ()) for c in cols], rowid
+
+
+def _dictionary(codes: np.ndarray, values: list[str]) -> pd.Categorical:
+    """A text column as the reader gives it (each row's index into the distinct values, -1
+    for NULL), as a categorical. Distinct bytes can decode to one string (invalid UTF-8 is
+    replaced): such values become one category."""
+    uniq = pd.Index(values, dtype=object)
+    if not uniq.is_unique:
+        inv, uniq = pd.factorize(uniq)
+        codes = np.append(inv, -1).astype(np.int32)[codes]
+    return pd.Categorical.from_codes(codes, categories=uniq, validate=False)
 
 
 def _is_text(col) -> bool:
@@ -483,19 +494,25 @@ def _ranges(db: _Db, table: str, strings, where) -> pd.DataFrame:
     if not len(e):
         return pd.DataFrame()
     etype = _ints(e, "eventType", where, NVTX)
-    text = _text(e["text"].to_numpy()) if "text" in e else np.full(len(e), None, dtype=object)
+    # Text as codes into its distinct values (-1: none), so nothing here is a string per row.
+    values, codes = _text_codes(e["text"]) if "text" in e else (np.zeros(0, dtype=object), np.full(len(e), -1, np.int32))
     if "textId" in e:
         tid_ids = pd.to_numeric(pd.Series(e["textId"]), errors="coerce")
-        need = pd.isna(text) & tid_ids.notna().to_numpy()
+        need = (codes < 0) & tid_ids.notna().to_numpy()
         if need.any():
-            vals, codes = _lookup(tid_ids[need].astype(np.int64).to_numpy(), strings, where, f"{NVTX}.textId")
-            text[need] = vals[codes]
+            vals, id_codes = _lookup(tid_ids[need].astype(np.int64).to_numpy(), strings, where, f"{NVTX}.textId")
+            codes[need] = id_codes + len(values)
+            values = np.concatenate([values, vals])
+    # Where a row has no text, None (as its value read whole would be), after the values.
+    values = np.append(values, None)
+    codes[codes < 0] = len(values) - 1
     domain_ids = _ints(e, "domainId", where, NVTX, default=0)
     domains = {0: "default"}
-    for d, t in zip(domain_ids[etype == _DOMAIN_CREATE], text[etype == _DOMAIN_CREATE]):
+    create = etype == _DOMAIN_CREATE
+    for d, t in zip(domain_ids[create], values[codes[create]]):
         domains[int(d)] = t if isinstance(t, str) else f"domain {d}"
-    keep = etype != _DOMAIN_CREATE
-    e, etype, text, domain_ids = e[keep], etype[keep], text[keep], domain_ids[keep]
+    keep = ~create
+    e, etype, codes, domain_ids = e[keep], etype[keep], codes[keep], domain_ids[keep]
     if not len(e):
         return pd.DataFrame()
     ends = pd.to_numeric(pd.Series(e["end"]), errors="coerce").to_numpy()
@@ -505,23 +522,31 @@ def _ranges(db: _Db, table: str, strings, where) -> pd.DataFrame:
     if unended.any():
         i = int(np.flatnonzero(unended)[0])
         raise TraceFormatError(
-            where, f"NVTX range {str(text[i])[:80]!r} pushed at {starts[i]} ns on thread {_tid(gtid[i:i+1])[0]} never ends"
+            where, f"NVTX range {str(values[codes[i]])[:80]!r} pushed at {starts[i]} ns on thread {_tid(gtid[i:i+1])[0]} never ends"
             f" ({int(unended.sum())} unmatched)"
         )
-    if set(map(type, text)) <= {str, type(None)}:
-        text[pd.isna(text)] = ""
-    else:  # numbers in a TEXT column (sqlite3 gives them as such): no name
-        text = np.array([t if isinstance(t, str) else "" for t in text], dtype=object)
+    # No text, or numbers in a TEXT column (sqlite3 gives them as such): no name.
+    values = np.array([v if isinstance(v, str) else "" for v in values.tolist()], dtype=object)
     dom_ids, dom_codes = np.unique(domain_ids, return_inverse=True)
     pid, tid = _pid_tid(gtid)
     return pd.DataFrame({
-        "name": categorical(text),
+        "name": categorical_take(values, codes),
         "start": starts,
         "end": _int64(ends, where, f"{NVTX}.end"),
         "pid": pid,
         "tid": tid,
         "domain": categorical_take([domains.get(int(d), f"domain {d}") for d in dom_ids], dom_codes),
     }, copy=False)
+
+
+def _text_codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """A text column's distinct values (bytes decoded; non-UTF-8 with replacement characters)
+    and each row's index into them as int32 (-1: NULL), from the reader's categorical or from
+    sqlite3's values."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return np.asarray(col.cat.categories, dtype=object), col.cat.codes.to_numpy().astype(np.int32)
+    codes, uniq = pd.factorize(col.to_numpy(dtype=object))
+    return _text(np.asarray(uniq, dtype=object)), codes.astype(np.int32)
 
 
 def _copies(db: _Db, table: str, strings, where) -> pd.DataFrame:
