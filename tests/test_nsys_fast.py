@@ -151,6 +151,9 @@ FALLBACKS = {
 }
 DELIVERED = {
     "text-column-bad-utf8": (nsys.NVTX, "update {t} set text = cast(x'6b76fffe' as text) where rowid = 1"),
+    # distinct bytes, one string once decoded: one category
+    "text-column-bad-utf8-twice": (nsys.NVTX, "update {t} set text = cast(x'6b76ff' as text) where rowid = 1; "
+                                              "update {t} set text = cast(x'6b76fe' as text) where rowid = 2"),
     "late-null-then-text": (nsys.NVTX, "update {t} set text = NULL; update {t} set text = 'x' where rowid = " + LAST),
     "overflow-pages": (nsys.NVTX, "update {t} set text = " + LONG + " || rowid where eventType = 59"),
     "added-column-null": (nsys.KERNEL, "alter table {t} rename column graphNodeId to g0; "
