@@ -237,6 +237,37 @@ def test_string_ids_factorized_as_pandas_does(ids):
     import numpy as np
 
     ids = np.array(ids, dtype=np.int64)
-    codes, uniq = nsys._factorize_ids(ids)
+    uniq, take = nsys._distinct_ids(ids)
     want_codes, want_uniq = pd.factorize(ids, sort=True)
-    assert codes.tolist() == want_codes.tolist() and uniq.tolist() == want_uniq.tolist()
+    assert uniq.tolist() == want_uniq.tolist()
+    assert take(np.arange(len(uniq), dtype=np.int8)).tolist() == want_codes.tolist()
+    assert take(np.array([f"s{u}" for u in uniq], dtype=object)).tolist() == [f"s{i}" for i in ids.tolist()]
+
+
+NAME_EDITS = {
+    # a number where a name should be: an API name is text, a kernel name keeps its type
+    "number-in-string-ids": "update StringIds set value = 42 where id = (select nameId from {r} limit 1); "
+                            "update StringIds set value = 7 where id = (select shortName from {k} limit 1)",
+    # a created domain named like the default one: one category
+    "domain-named-default": "insert into {n} (start, end, eventType, globalTid, text, domainId) "
+                            "values (1, NULL, 75, (select globalTid from {n} limit 1), 'default', 5); "
+                            "update {n} set domainId = 5 where rowid % 3 = 0 and eventType = 59",
+}
+
+
+@pytest.mark.parametrize("case", sorted(NAME_EDITS))
+def test_names_looked_up_once_per_id(tmp_path, monkeypatch, case):
+    """Names are looked up per distinct id and spread over the rows by code: what a lookup
+    per row would give."""
+    sql = NAME_EDITS[case].format(r=nsys.RUNTIME, k=nsys.KERNEL, n=nsys.NVTX)
+    trace, _ = _compare(_loose_file(tmp_path / "t.sqlite", lambda con: con.executescript(sql)), monkeypatch)
+    con = sqlite3.connect(tmp_path / "t.sqlite")
+    strings = dict(con.execute("select id, value from StringIds"))
+    if case == "number-in-string-ids":
+        api = [str(strings[i]).split("_v")[0] for (i,) in con.execute(f"select nameId from {nsys.RUNTIME}")]
+        short = [strings[i] for (i,) in con.execute(f"select shortName from {nsys.KERNEL}")]
+        assert sorted(trace.api["name"].tolist()) == sorted(api) and "42" in api
+        assert sorted(trace.kernels["short_name"].tolist(), key=str) == sorted(short, key=str) and 7 in short
+    else:
+        assert trace.ranges["domain"].cat.categories.tolist() == ["default"]
+    con.close()

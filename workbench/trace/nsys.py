@@ -31,7 +31,7 @@ import pandas as pd
 
 from ..errors import TraceFormatError, WorkbenchError
 from .model import Trace, build
-from .names import categorical, categorical_take, code_dtype, constant
+from .names import categorical, categorical_take, constant
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -198,7 +198,8 @@ class _Db:
             if etype.dtype != np.int64:  # NULLs: rows no type matches
                 etype = etype.to_numpy(dtype=np.int64, na_value=-1)
             keep = np.isin(etype, WHERE_TYPES[table])
-            got = [c[keep] for c in got]
+            if not keep.all():  # often every row is a range (2M rows x 8 columns copied)
+                got = [c[keep] for c in got]
         return _frame(cols, self._select(table, cols) if got is None else got)
 
     def _select(self, table: str, cols: list[str]) -> list[np.ndarray]:
@@ -358,11 +359,11 @@ def _int64(a: np.ndarray, where: Path, what: str) -> np.ndarray:
     return a.astype(np.int64)
 
 
-def _lookup(ids: np.ndarray, strings: dict[int, str], where: Path, what: str) -> tuple[np.ndarray, np.ndarray]:
-    """The string of each distinct id (in id order) and each row's index into them: strings
-    are looked up once per distinct id, and names become categoricals from those codes."""
+def _names(ids: np.ndarray, strings: dict[int, str], where: Path, what: str, clean=None) -> pd.Categorical:
+    """``categorical(clean(strings[ids]))``: strings are looked up (and cleaned) once per
+    distinct id, and the rows get their codes in one pass over the ids."""
     ids = np.asarray(ids, dtype=np.int64)
-    codes, uniq = _factorize_ids(ids)
+    uniq, take = _distinct_ids(ids)
     vals = np.empty(len(uniq), dtype=object)
     for j, v in enumerate(uniq.tolist()):
         s = strings.get(v)
@@ -370,24 +371,35 @@ def _lookup(ids: np.ndarray, strings: dict[int, str], where: Path, what: str) ->
             missing = {u for u in uniq.tolist() if strings.get(u) is None}  # absent, or a NULL value
             first = next(x for x in ids.tolist() if x in missing)  # report the first in row order
             raise TraceFormatError(where, f"{what} refers to string id {first} missing from StringIds")
-        vals[j] = s
-    return vals, codes
+        vals[j] = s if clean is None else clean(s)
+    if not all(isinstance(v, str) for v in vals.tolist()):  # a number in StringIds: unsortable,
+        return categorical(take(vals))  # so categories in order of first appearance in rows
+    # Every distinct value is some row's: all of them are categories.
+    small = categorical(vals)
+    return pd.Categorical.from_codes(take(small.codes), dtype=small.dtype, validate=False)
 
 
-def _factorize_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``pd.factorize(ids, sort=True)`` with codes in the narrowest dtype. StringIds ids are
-    small and dense: a table indexed by id instead of a hash, 2.4x faster (0.43 -> 0.18 s for
-    the names of 10M kernels and 20M API calls)."""
+def _distinct_ids(ids: np.ndarray):
+    """The distinct ``ids``, sorted, and a function taking a value per distinct id to the
+    value of each row (``pd.factorize(ids, sort=True)``'s uniques, and ``values[codes]``).
+    StringIds ids are small and dense: a table indexed by id instead of a hash (2.4x faster
+    for the names of 10M kernels and 20M API calls), which maps each row straight to its
+    value (one pass over the rows, not one for codes and one more for values)."""
     if len(ids):
         lo, hi = int(ids.min()), int(ids.max())
         if lo >= 0 and hi < max(1 << 16, 4 * len(ids)):
             seen = np.zeros(hi + 1, dtype=bool)
             seen[ids] = True
             uniq = np.flatnonzero(seen)
-            code = np.cumsum(seen, dtype=np.int32).astype(code_dtype(len(uniq)))
-            code -= 1
-            return code[ids], uniq
-    return pd.factorize(ids, sort=True)
+
+            def take(values: np.ndarray) -> np.ndarray:
+                table = np.zeros(hi + 1, dtype=values.dtype)
+                table[uniq] = values
+                return table[ids]
+
+            return uniq, take
+    codes, uniq = pd.factorize(ids, sort=True)
+    return uniq, lambda values: values[codes]
 
 
 def _text(values: np.ndarray) -> np.ndarray:
@@ -447,8 +459,8 @@ def _kernels(db: _Db, table: str, strings, where) -> pd.DataFrame:
     name_ids = _ints(k, "demangledName" if "demangledName" in k else "shortName", where, KERNEL)
     short_ids = _ints(k, "shortName" if "shortName" in k else "demangledName", where, KERNEL)
     cols = {
-        "name": categorical_take(*_lookup(name_ids, strings, where, f"{KERNEL}.demangledName")),
-        "short_name": categorical_take(*_lookup(short_ids, strings, where, f"{KERNEL}.shortName")),
+        "name": _names(name_ids, strings, where, f"{KERNEL}.demangledName"),
+        "short_name": _names(short_ids, strings, where, f"{KERNEL}.shortName"),
         "kind": constant("kernel", n),
         "start": _ints(k, "start", where, KERNEL),
         "end": _ints(k, "end", where, KERNEL),
@@ -468,25 +480,28 @@ def _kernels(db: _Db, table: str, strings, where) -> pd.DataFrame:
 def _api(db: _Db, table: str, strings, where) -> pd.DataFrame:
     r = db.read(table)
     gtid = _ints(r, "globalTid", where, RUNTIME)
-    name_ids = _ints(r, "nameId", where, RUNTIME)
-    names, inv_id = _lookup(name_ids, strings, where, f"{RUNTIME}.nameId")
-    # nsys suffixes runtime names with the API version ("cudaLaunchKernel_v7000").
-    # Distinct names via the distinct ids: sorting millions of strings costs seconds.
-    uniq, inv_u = np.unique(names.astype(str), return_inverse=True)
-    inv = inv_u.reshape(-1).astype(code_dtype(len(uniq)))[inv_id]
-    clean = np.array([u.split("_v")[0] if "_v" in u and u.rsplit("_v", 1)[-1].isdigit() else u for u in uniq], dtype=object)
-    is_driver = np.array([u.startswith("cu") and not u.startswith("cuda") for u in clean])
-    kinds = pd.Categorical(np.where(is_driver, "driver", "runtime"))
+    name = _names(_ints(r, "nameId", where, RUNTIME), strings, where, f"{RUNTIME}.nameId", _api_name)
+    cats = name.categories.tolist()
+    is_driver = np.array([c.startswith("cu") and not c.startswith("cuda") for c in cats] + [False])
+    kinds = pd.Categorical(np.where(is_driver[:-1], "driver", "runtime"))
+    # Every name is some row's, so every kind is.
+    kind_codes = np.append(kinds.codes, -1).astype(np.int8)[name.codes]
     pid, tid = _pid_tid(gtid)
     return pd.DataFrame({
-        "name": categorical_take(clean, inv),
-        "kind": pd.Categorical.from_codes(kinds.codes[inv], dtype=kinds.dtype),  # every clean name is used
+        "name": name,
+        "kind": pd.Categorical.from_codes(kind_codes, dtype=kinds.dtype, validate=False),
         "start": _ints(r, "start", where, RUNTIME),
         "end": _ints(r, "end", where, RUNTIME),
         "pid": pid,
         "tid": tid,
         "correlation": _ints(r, "correlationId", where, RUNTIME),
     }, copy=False)
+
+
+def _api_name(name) -> str:
+    """nsys suffixes runtime names with the API version ("cudaLaunchKernel_v7000")."""
+    name = str(name)  # a number in StringIds too
+    return name.split("_v")[0] if "_v" in name and name.rsplit("_v", 1)[-1].isdigit() else name
 
 
 def _ranges(db: _Db, table: str, strings, where) -> pd.DataFrame:
@@ -500,9 +515,9 @@ def _ranges(db: _Db, table: str, strings, where) -> pd.DataFrame:
         tid_ids = pd.to_numeric(pd.Series(e["textId"]), errors="coerce")
         need = (codes < 0) & tid_ids.notna().to_numpy()
         if need.any():
-            vals, id_codes = _lookup(tid_ids[need].astype(np.int64).to_numpy(), strings, where, f"{NVTX}.textId")
-            codes[need] = id_codes + len(values)
-            values = np.concatenate([values, vals])
+            found = _names(tid_ids[need].astype(np.int64).to_numpy(), strings, where, f"{NVTX}.textId")
+            codes[need] = found.codes.astype(np.int32) + len(values)
+            values = np.concatenate([values, np.asarray(found.categories, dtype=object)])
     # Where a row has no text, None (as its value read whole would be), after the values.
     values = np.append(values, None)
     codes[codes < 0] = len(values) - 1
@@ -511,10 +526,11 @@ def _ranges(db: _Db, table: str, strings, where) -> pd.DataFrame:
     create = etype == _DOMAIN_CREATE
     for d, t in zip(domain_ids[create], values[codes[create]]):
         domains[int(d)] = t if isinstance(t, str) else f"domain {d}"
-    keep = ~create
-    e, etype, codes, domain_ids = e[keep], etype[keep], codes[keep], domain_ids[keep]
-    if not len(e):
-        return pd.DataFrame()
+    if create.any():
+        keep = ~create
+        e, etype, codes, domain_ids = e[keep], etype[keep], codes[keep], domain_ids[keep]
+        if not len(e):
+            return pd.DataFrame()
     ends = pd.to_numeric(pd.Series(e["end"]), errors="coerce").to_numpy()
     starts = _ints(e, "start", where, NVTX)
     gtid = _ints(e, "globalTid", where, NVTX)
@@ -527,7 +543,8 @@ def _ranges(db: _Db, table: str, strings, where) -> pd.DataFrame:
         )
     # No text, or numbers in a TEXT column (sqlite3 gives them as such): no name.
     values = np.array([v if isinstance(v, str) else "" for v in values.tolist()], dtype=object)
-    dom_ids, dom_codes = np.unique(domain_ids, return_inverse=True)
+    dom_ids, dom_take = _distinct_ids(domain_ids)
+    domain = categorical([domains.get(d, f"domain {d}") for d in dom_ids.tolist()])
     pid, tid = _pid_tid(gtid)
     return pd.DataFrame({
         "name": categorical_take(values, codes),
@@ -535,7 +552,7 @@ def _ranges(db: _Db, table: str, strings, where) -> pd.DataFrame:
         "end": _int64(ends, where, f"{NVTX}.end"),
         "pid": pid,
         "tid": tid,
-        "domain": categorical_take([domains.get(int(d), f"domain {d}") for d in dom_ids], dom_codes),
+        "domain": pd.Categorical.from_codes(dom_take(domain.codes), dtype=domain.dtype, validate=False),
     }, copy=False)
 
 
