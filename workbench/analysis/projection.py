@@ -45,6 +45,15 @@ def range_layers(ranges: pd.DataFrame, pattern: str | None = None) -> np.ndarray
     return np.where(ptr >= 0, own[np.maximum(ptr, 0)], -1)
 
 
+def trace_layers(trace: Trace, pattern: str | None = None) -> np.ndarray:
+    """:func:`range_layers` of the trace's ranges, computed once per pattern (projection and
+    the per-layer summary both need it)."""
+    key = f"range_layers:{pattern}"
+    if key not in trace.memo:
+        trace.memo[key] = range_layers(trace.columns("ranges", ["name", "parent"]), pattern)
+    return trace.memo[key]
+
+
 def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     """Kernels with ``range_id``, ``range`` (innermost name), ``path``, ``layer``, ``status``,
     ``step`` (outermost range name) and ``duration``. Cached on the trace; also visible to
@@ -63,8 +72,9 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     # usual case; a subset would be one more row-sized array).
     within = rid if has.all() else rid[has]
     nolaunch = k["launch_tid"].to_numpy() < 0
+    nolaunch_any = nolaunch.any()
     # Per range, its kernels that show its strings (a no-launch label replaces them).
-    shown = np.bincount(rid[has & ~nolaunch] if nolaunch.any() else within, minlength=len(r))
+    shown = np.bincount(rid[has & ~nolaunch] if nolaunch_any else within, minlength=len(r))
     # Strings are looked up per range and only their codes (int32) spread over the kernels:
     # a 10M-kernel trace never builds 10M-element object arrays.
     with ThreadPoolExecutor(1, thread_name_prefix="workbench-paths") as pool:
@@ -76,13 +86,14 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
         name_codes = np.where(codes >= 0, inv.reshape(-1)[codes], -1).astype(np.int32)
         root = _roots(r["parent"].to_numpy())
         if len(within) == len(k):
-            layers = range_layers(r, layer_regex)[within]
+            layers = trace_layers(trace, layer_regex)[within]
         else:
             layers = np.full(len(k), -1, dtype=np.int64)
             if len(within):
-                layers[has] = range_layers(r, layer_regex)[within]
+                layers[has] = trace_layers(trace, layer_regex)[within]
         status = (~has).astype(np.int8)
-        status[nolaunch] = 2
+        if nolaunch_any:
+            status[nolaunch] = 2
         in_range = _spread(name_codes, names, within, has, nolaunch, shown)
         step = _spread(name_codes[root], names, within, has, nolaunch, shown)
         paths, path_codes = sorting.result()
@@ -162,7 +173,8 @@ def _spread(codes_r: np.ndarray, values: np.ndarray, within: np.ndarray, has: np
     else:
         codes = np.full(len(has), remap[nv + 1])
         codes[has] = remap[code_r][within]
-    codes[nolaunch] = remap[nv + 2]
+    if occurs[nv + 2]:  # a masked assignment scans every row, even when none is chosen
+        codes[nolaunch] = remap[nv + 2]
     return pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype=object), validate=False)
 
 

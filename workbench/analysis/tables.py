@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..errors import WorkbenchError
 from ..trace.model import Trace, group_sums
-from .projection import NO_LAUNCH, NO_RANGE, _roots, range_layers
+from .projection import NO_LAUNCH, NO_RANGE, _roots, trace_layers
 
 BY = ("range", "layer", "kernel", "path", "step")
 
@@ -56,7 +56,7 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> 
         if by == "step":
             keys = {"step": (name_codes[_roots(trace.columns("ranges", ["parent"])["parent"].to_numpy())[used]], names)}
         elif by == "layer":
-            layers = _range_layers(trace, layer_regex)[used]
+            layers = trace_layers(trace, layer_regex)[used]
             keys = {"layer": (layers, None), "range": (name_codes[used], names)}
         else:
             keys = {"range": (name_codes[used], names)}
@@ -97,10 +97,6 @@ def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     present = first >= 0
     rank = np.cumsum(present) - 1
     return first[present], rank[keys]
-
-
-def _range_layers(trace: Trace, layer_regex: str | None) -> np.ndarray:
-    return range_layers(trace.columns("ranges", ["name", "parent", "depth"]), layer_regex)
 
 
 def _by_kernel(trace: Trace) -> pd.DataFrame:

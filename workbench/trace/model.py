@@ -500,8 +500,9 @@ def _merge_names(target: pd.Series, source: pd.Series, rows: np.ndarray | None, 
 
 def group_sums(keys: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     """Exact int64 sum of ``values`` per key in 0..n-1."""
-    if not len(values) or int(np.abs(values).sum()) < 2**53:
-        # float64 holds every partial sum exactly below 2**53 ns (104 days of GPU time).
+    # float64 holds every partial sum exactly below 2**53 ns (104 days of GPU time); the
+    # bound from the extremes needs no row-sized temporary (|values| would).
+    if not len(values) or max(-int(values.min()), int(values.max())) * len(values) < 2**53:
         return np.rint(np.bincount(keys, weights=values, minlength=n)).astype(np.int64)
     out = np.zeros(n, dtype=np.int64)
     np.add.at(out, keys, values)
@@ -521,16 +522,24 @@ def attribute(kernels: pd.DataFrame, n_ranges: int) -> tuple[dict[str, np.ndarra
     rid = kernels["range_id"].to_numpy()
     dur = kernels["end"].to_numpy() - kernels["start"].to_numpy()
     graph = kernels["graph"].to_numpy()
-    nolaunch = kernels["launch_tid"].to_numpy() < 0
     has = rid >= 0
     within = _masked(rid, has)
+    graphed = graph.any()
     per_range = {
         "kernels": np.bincount(within, minlength=n_ranges).astype(np.int64),
         "gpu_time_ns": group_sums(within, _masked(dur, has), n_ranges),
-        "graph_kernels": np.bincount(rid[has & graph], minlength=n_ranges).astype(np.int64),
+        "graph_kernels": (np.bincount(rid[has & graph], minlength=n_ranges).astype(np.int64) if graphed
+                          else np.zeros(n_ranges, dtype=np.int64)),
     }
+    if len(within) == len(rid):  # every kernel in a range (so launched): no mask per status
+        zero = {"kernels": 0, "gpu_time_ns": 0, "graph_kernels": 0}
+        inside = {"kernels": len(rid), "gpu_time_ns": int(per_range["gpu_time_ns"].sum()),
+                  "graph_kernels": int(per_range["graph_kernels"].sum())}
+        return per_range, {status: inside if status == "range" else dict(zero) for status in STATUSES}
+    nolaunch = kernels["launch_tid"].to_numpy() < 0
     totals = {
-        status: {"kernels": int(m.sum()), "gpu_time_ns": int(_masked(dur, m).sum()), "graph_kernels": int((graph & m).sum())}
+        status: {"kernels": int(m.sum()), "gpu_time_ns": int(_masked(dur, m).sum()),
+                 "graph_kernels": int((graph & m).sum()) if graphed else 0}
         for status, m in zip(STATUSES, (has, ~has & ~nolaunch, nolaunch))
     }
     return per_range, totals

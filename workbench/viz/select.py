@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.diff import STEP_REGEX, step_free
-from ..analysis.projection import project, range_layers
+from ..analysis.projection import project, trace_layers
 from ..errors import WorkbenchError
 from ..trace.model import Trace, layer_pattern
 
@@ -51,7 +51,7 @@ def layer_instance(trace: Trace, layer: int, layer_regex: str | None = None) -> 
         return None
     rx = layer_pattern(layer_regex)
     own = r["name"].astype(str).map(lambda s: bool(rx.search(s))).to_numpy()
-    lay = range_layers(r, layer_regex)
+    lay = trace_layers(trace, layer_regex)
     sel = r[own & (lay == int(layer))].sort_values(["start", "depth"], kind="stable")
     return int(sel["id"].iloc[0]) if len(sel) else None
 
