@@ -15,7 +15,7 @@ import pytest
 from workbench.analysis import BY, project, summary
 from workbench.analysis.projection import NO_LAUNCH, NO_RANGE, _sorted_distinct, _spread, range_layers
 from workbench.trace import import_file, load_dir, save
-from workbench.trace.model import _match_first
+from workbench.trace.model import _dense_rank, _match_first
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -52,16 +52,27 @@ def test_launch_match_is_the_first_row_of_the_same_pair(corr_span, npids):
     assert (by_corr == _naive_first(np.zeros_like(t_corr), t_corr, np.zeros_like(q_corr), q_corr)).all()
 
 
-@pytest.mark.parametrize("case", ["rising", "rising-in-one-of-two-processes", "repeated"])
+@pytest.mark.parametrize("case", ["rising", "rising-sparse", "rising-in-one-of-two-processes", "repeated"])
 def test_launch_match_within_one_process(case):
-    """One querying process: the binary search over rising ids (nsys's runtime table) and the
-    direct-address table give the first row of the pair too."""
+    """One querying process: rising ids (nsys's runtime table) looked up by id when dense, by
+    binary search when sparse, and the direct-address table give the first row of the pair too."""
     rng = np.random.default_rng(7)
-    t_corr = np.cumsum(rng.integers(1, 4, 500)) if case != "repeated" else rng.integers(0, 300, 500)
+    steps = rng.integers(1, 10 if case == "rising-sparse" else 3, 500)
+    t_corr = np.cumsum(steps) if case != "repeated" else rng.integers(0, 300, 500)
     t_pid = rng.choice([11, 12], 500) if case == "rising-in-one-of-two-processes" else np.full(500, 11)
     q_corr = np.r_[rng.choice(t_corr, 300), rng.integers(0, 2000, 100)]
     q_pid = np.full(400, 11)
     assert (_match_first(t_pid, t_corr, q_pid, q_corr) == _naive_first(t_pid, t_corr, q_pid, q_corr)).all()
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 20])
+def test_dense_rank_in_chunks_is_a_binary_search(chunk):
+    rng = np.random.default_rng(chunk)
+    ids = np.unique(rng.integers(-50, 600, 400))
+    q = rng.integers(-100, 800, 1000)
+    pos = np.minimum(np.searchsorted(ids, q), len(ids) - 1)
+    want = np.where(ids[pos] == q, pos, -1)
+    assert (_dense_rank(ids, int(ids[0]), int(ids[-1]), q, chunk) == want).all()
 
 
 @pytest.mark.parametrize("names", [["a", "b"], ["", "x"], [NO_RANGE, "z"], ["", NO_RANGE, NO_LAUNCH, " ", "zz"], []])
