@@ -104,5 +104,7 @@ setup(
                   optional=True),
         Extension("workbench.trace._kineto_scan", ["workbench/trace/_kineto_scan.c"], extra_compile_args=_FLAGS,
                   optional=True),
+        Extension("workbench.trace._sorted_search", ["workbench/trace/_sorted_search.c"], extra_compile_args=_FLAGS,
+                  optional=True),
     ],
 )

@@ -15,7 +15,8 @@ import pytest
 from workbench.analysis import BY, project, summary
 from workbench.analysis.projection import NO_LAUNCH, NO_RANGE, _sorted_distinct, _spread, range_layers
 from workbench.trace import import_file, load_dir, save
-from workbench.trace.model import _dense_rank, _match_first
+from workbench.trace.model import _match_first
+from workbench.trace.search import searchsorted
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -54,8 +55,8 @@ def test_launch_match_is_the_first_row_of_the_same_pair(corr_span, npids):
 
 @pytest.mark.parametrize("case", ["rising", "rising-sparse", "rising-in-one-of-two-processes", "repeated"])
 def test_launch_match_within_one_process(case):
-    """One querying process: rising ids (nsys's runtime table) looked up by id when dense, by
-    binary search when sparse, and the direct-address table give the first row of the pair too."""
+    """One querying process: the search over rising ids (nsys's runtime table), dense or
+    sparse, and the direct-address table give the first row of the pair too."""
     rng = np.random.default_rng(7)
     steps = rng.integers(1, 10 if case == "rising-sparse" else 3, 500)
     t_corr = np.cumsum(steps) if case != "repeated" else rng.integers(0, 300, 500)
@@ -65,14 +66,20 @@ def test_launch_match_within_one_process(case):
     assert (_match_first(t_pid, t_corr, q_pid, q_corr) == _naive_first(t_pid, t_corr, q_pid, q_corr)).all()
 
 
-@pytest.mark.parametrize("chunk", [1, 7, 1 << 20])
-def test_dense_rank_in_chunks_is_a_binary_search(chunk):
-    rng = np.random.default_rng(chunk)
-    ids = np.unique(rng.integers(-50, 600, 400))
+@pytest.mark.parametrize("order", ["rising", "mostly-rising", "random", "falling"])
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_search_gives_numpys_answer(order, side):
+    """The accelerated search (a gallop from the last answer) agrees with numpy's, whatever
+    the queries' order, repeats and misses included."""
+    rng = np.random.default_rng(len(order))
+    a = np.sort(rng.integers(-50, 600, 400))
     q = rng.integers(-100, 800, 1000)
-    pos = np.minimum(np.searchsorted(ids, q), len(ids) - 1)
-    want = np.where(ids[pos] == q, pos, -1)
-    assert (_dense_rank(ids, int(ids[0]), int(ids[-1]), q, chunk) == want).all()
+    if order != "random":
+        q = np.sort(q)[::-1] if order == "falling" else np.sort(q)
+    if order == "mostly-rising":
+        q[::9] = rng.integers(-100, 800, len(q[::9]))
+    for table in (a, a[:0], a[:1]):
+        assert (searchsorted(table, q, side) == np.searchsorted(table, q, side=side)).all()
 
 
 @pytest.mark.parametrize("names", [["a", "b"], ["", "x"], [NO_RANGE, "z"], ["", NO_RANGE, NO_LAUNCH, " ", "zz"], []])

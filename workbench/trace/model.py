@@ -19,6 +19,7 @@ import pandas as pd
 from ..errors import TraceFormatError, WorkbenchError
 from .names import code_dtype, constant
 from .nesting import nest, thread_blocks
+from .search import searchsorted
 
 # Column -> dtype of each table. Strings are categoricals: names repeat millions of times.
 SCHEMA: dict[str, dict[str, str]] = {
@@ -359,16 +360,11 @@ def _match_first(t_pid: np.ndarray | None, t_corr: np.ndarray, q_pid: np.ndarray
         rows = _rows_of(t_pid, pids[0])
         tc = t_corr if rows is None else t_corr[rows]
         if len(tc) and (tc[1:] > tc[:-1]).all():
-            # One process's ids, rising row after row (nsys's runtime table): each id has
-            # one row. Dense ids (nsys numbers every API call) index a table of rows, 4 bytes
-            # per id; else a binary search (10M queries: 0.5 s, most of it mispredicted branches).
-            lo, hi = int(tc[0]), int(tc[-1])
-            if hi - lo < 2 * len(tc) and len(tc) < 2**31 - 1:
-                pos = _dense_rank(tc, lo, hi, q_corr)
-            else:
-                pos = np.searchsorted(tc, q_corr)
-                np.minimum(pos, len(tc) - 1, out=pos)
-                pos[tc[pos] != q_corr] = -1
+            # One process's ids, rising row after row (nsys's runtime table): a search finds
+            # the only row with each id, and needs no memory beyond its answer.
+            pos = searchsorted(tc, q_corr)
+            np.minimum(pos, len(tc) - 1, out=pos)
+            pos[tc[pos] != q_corr] = -1
             if rows is not None:
                 pos = np.where(pos >= 0, rows[np.maximum(pos, 0)], -1)
             return pos
@@ -405,25 +401,6 @@ def _match_first(t_pid: np.ndarray | None, t_corr: np.ndarray, q_pid: np.ndarray
     sk = tk[order]
     pos = np.minimum(np.searchsorted(sk, qk), len(sk) - 1)
     return np.where(sk[pos] == qk, order[pos], -1)
-
-
-def _dense_rank(table_ids: np.ndarray, lo: int, hi: int, q: np.ndarray, chunk: int = 1 << 20) -> np.ndarray:
-    """The row of each query id in ``table_ids`` (distinct, all in lo..hi), -1 if absent,
-    through an int32 table indexed by id; built and read a chunk at a time, so no temporary
-    is larger than a chunk."""
-    row_of = np.full(hi - lo + 1, -1, dtype=np.int32)
-    for c in range(0, len(table_ids), chunk):
-        row_of[table_ids[c:c + chunk] - lo] = np.arange(c, min(c + chunk, len(table_ids)), dtype=np.int32)
-    out = np.empty(len(q), dtype=np.int64)
-    inside = not len(q) or (int(q.min()) >= lo and int(q.max()) <= hi)  # usually: no masks
-    for c in range(0, len(q), chunk):
-        at = q[c:c + chunk] - lo
-        if inside:
-            out[c:c + chunk] = row_of[at]
-            continue
-        fits = (at >= 0) & (at <= hi - lo)
-        out[c:c + chunk] = np.where(fits, row_of[np.where(fits, at, 0)], -1)
-    return out
 
 
 def _rows_of(t_pid: np.ndarray | None, p) -> np.ndarray | None:

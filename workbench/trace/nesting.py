@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .search import searchsorted
+
 
 @dataclass
 class Timeline:
@@ -24,7 +26,7 @@ class Timeline:
         """Local index of the innermost range open at each time in ``t`` (-1: none)."""
         if not len(self.times):
             return np.full(len(t), -1, dtype=np.int64)
-        idx = np.searchsorted(self.times, t, side="right")
+        idx = searchsorted(self.times, t, side="right")
         idx -= 1
         out = self.state[idx]  # an idx of -1 reads the last state: replaced
         out[idx < 0] = -1
@@ -106,7 +108,7 @@ def _vector(times, is_start, rid, n):
     keys *= m
     keys += starts
     keys.sort()
-    last = np.searchsorted(keys, keys - m)
+    last = searchsorted(keys, keys - m)
     last -= 1
     above = keys[last] % m  # for level 1: any, dropped
     parent = np.full(n, -1, dtype=np.int64)
