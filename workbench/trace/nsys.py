@@ -481,11 +481,10 @@ def _api(db: _Db, table: str, strings, where) -> pd.DataFrame:
     r = db.read(table)
     gtid = _ints(r, "globalTid", where, RUNTIME)
     name = _names(_ints(r, "nameId", where, RUNTIME), strings, where, f"{RUNTIME}.nameId", _api_name)
-    cats = name.categories.tolist()
-    is_driver = np.array([c.startswith("cu") and not c.startswith("cuda") for c in cats] + [False])
-    kinds = pd.Categorical(np.where(is_driver[:-1], "driver", "runtime"))
+    is_driver = np.array([c.startswith("cu") and not c.startswith("cuda") for c in name.categories.tolist()], dtype=bool)
+    kinds = pd.Categorical(np.where(is_driver, "driver", "runtime"))
     # Every name is some row's, so every kind is.
-    kind_codes = np.append(kinds.codes, -1).astype(np.int8)[name.codes]
+    kind_codes = kinds.codes.astype(np.int8)[name.codes]
     pid, tid = _pid_tid(gtid)
     return pd.DataFrame({
         "name": name,
