@@ -8,8 +8,8 @@ import numpy as np
 def searchsorted(a: np.ndarray, q: np.ndarray, side: str = "left") -> np.ndarray:
     """``np.searchsorted(a, q, side)`` for int64 columns, through the ``_sorted_search``
     accelerator where it was built: queries that mostly rise (launch times, correlation ids)
-    each gallop on from the last answer instead of a binary search (10M lookups: 0.05 s
-    instead of 0.45 s)."""
+    each gallop on from the last answer instead of a binary search (10M rising lookups
+    among 20M rows: 0.08-0.2 s instead of 0.3-0.55 s on the project's VM)."""
     if a.dtype != np.int64 or q.dtype != np.int64:
         return np.searchsorted(a, q, side=side)
     try:
