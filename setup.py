@@ -1,9 +1,10 @@
-"""C accelerators of the importers (the rest of the package metadata is in pyproject.toml).
+"""C accelerators (the rest of the package metadata is in pyproject.toml).
 
-Each reads one trace format's bytes into columns without holding the GIL; the importers
+Two read one trace format's bytes each into columns without holding the GIL; the importers
 fall back to their pure-Python readers wherever an accelerator declines a file, and
 everywhere when it could not be built (optional: an install without a C compiler still
-works, several times slower on large traces).
+works, several times slower on large traces). The third searches sorted columns for the
+trace model (numpy's search where it is not built).
 
 Where the compiler is the GCC release that made the committed profiles
 (``workbench/trace/pgo/``, made by ``scripts/pgo_profiles.py`` from real captures) and a
