@@ -372,10 +372,16 @@ def _names(ids: np.ndarray, strings: dict[int, str], where: Path, what: str, cle
             first = next(x for x in ids.tolist() if x in missing)  # report the first in row order
             raise TraceFormatError(where, f"{what} refers to string id {first} missing from StringIds")
         vals[j] = s if clean is None else clean(s)
-    if not all(isinstance(v, str) for v in vals.tolist()):  # a number in StringIds: unsortable,
-        return categorical(take(vals))  # so categories in order of first appearance in rows
+    return _spread_distinct(vals, take)
+
+
+def _spread_distinct(values: np.ndarray, take) -> pd.Categorical:
+    """``categorical(take(values))`` for a value per distinct id and :func:`_distinct_ids`'s
+    ``take``: the values are factorized, and only their codes spread over the rows."""
+    if not all(isinstance(v, str) for v in values.tolist()):  # a number in StringIds: unsortable,
+        return categorical(take(values))  # so categories in order of first appearance in rows
     # Every distinct value is some row's: all of them are categories.
-    small = categorical(vals)
+    small = categorical(values)
     return pd.Categorical.from_codes(take(small.codes), dtype=small.dtype, validate=False)
 
 
@@ -400,13 +406,6 @@ def _distinct_ids(ids: np.ndarray):
             return uniq, take
     codes, uniq = pd.factorize(ids, sort=True)
     return uniq, lambda values: values[codes]
-
-
-def _text(values: np.ndarray) -> np.ndarray:
-    """Decode bytes columns (non-UTF-8 text is shown with replacement characters)."""
-    if bytes not in set(map(type, values)):  # a BLOB among the TEXT: rare, and a loop per row
-        return values.copy()  # written to by the caller
-    return np.array([v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in values], dtype=object)
 
 
 def read_nsys(path: str | Path) -> Trace:
@@ -543,7 +542,7 @@ def _ranges(db: _Db, table: str, strings, where) -> pd.DataFrame:
     # No text, or numbers in a TEXT column (sqlite3 gives them as such): no name.
     values = np.array([v if isinstance(v, str) else "" for v in values.tolist()], dtype=object)
     dom_ids, dom_take = _distinct_ids(domain_ids)
-    domain = categorical([domains.get(d, f"domain {d}") for d in dom_ids.tolist()])
+    domain = np.array([domains.get(d, f"domain {d}") for d in dom_ids.tolist()], dtype=object)
     pid, tid = _pid_tid(gtid)
     return pd.DataFrame({
         "name": categorical_take(values, codes),
@@ -551,7 +550,7 @@ def _ranges(db: _Db, table: str, strings, where) -> pd.DataFrame:
         "end": _int64(ends, where, f"{NVTX}.end"),
         "pid": pid,
         "tid": tid,
-        "domain": pd.Categorical.from_codes(dom_take(domain.codes), dtype=domain.dtype, validate=False),
+        "domain": _spread_distinct(domain, dom_take),
     }, copy=False)
 
 
@@ -562,7 +561,8 @@ def _text_codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(col.dtype, pd.CategoricalDtype):
         return np.asarray(col.cat.categories, dtype=object), col.cat.codes.to_numpy().astype(np.int32)
     codes, uniq = pd.factorize(col.to_numpy(dtype=object))
-    return _text(np.asarray(uniq, dtype=object)), codes.astype(np.int32)
+    values = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in uniq.tolist()]  # BLOBs
+    return np.array(values, dtype=object), codes.astype(np.int32)
 
 
 def _copies(db: _Db, table: str, strings, where) -> pd.DataFrame:
