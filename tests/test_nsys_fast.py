@@ -271,3 +271,58 @@ def test_names_looked_up_once_per_id(tmp_path, monkeypatch, case):
     else:
         assert trace.ranges["domain"].cat.categories.tolist() == ["default"]
     con.close()
+
+
+def _random_table(path: Path, ncols: int, rows: int, seed: int) -> list[str]:
+    """A table of ``rows`` rows: an INTEGER PRIMARY KEY, a TEXT column and ``ncols`` integer
+    columns whose values have every stored length (NULL, the constants 0 and 1, 1 to 8
+    bytes, negative), so that records come in hundreds of header shapes; its column names."""
+    import random
+
+    rng = random.Random(seed)
+    ints = [None, 0, 1, 7, -3, 300, -40000, 1 << 20, 1 << 30, -(1 << 40), 1 << 47, 1 << 55, 2**63 - 1, -(2**63)]
+    texts = [None, "", "kv_write", "kv_read_", "attention", "é" * 40, "layer_07/" * 12]
+    cols = ["id", "name", *(f"c{i}" for i in range(ncols))]
+    con = sqlite3.connect(path)
+    con.execute(f"create table t (id INTEGER PRIMARY KEY, name TEXT, {', '.join(f'{c} INTEGER' for c in cols[2:])})")
+    # Runs of one shape with new values in it, then a random one: cached shapes are hit,
+    # missed and evicted.
+    shape = None
+    data = []
+    for r in range(rows):
+        if shape is None or rng.random() < 0.3:
+            shape = [rng.randrange(len(ints)) for _ in range(ncols)], rng.randrange(len(texts))
+        vals = [ints[k] if ints[k] in (None, 0, 1) else ints[k] ^ (r % 2) for k in shape[0]]
+        text = texts[shape[1]]
+        data.append((r * 3 + 1, text if text is None else text[:-1] + "xy"[r % 2] if text else text, *vals))
+    con.executemany(f"insert into t values ({', '.join('?' * len(cols))})", data)
+    con.commit()
+    con.close()
+    return cols
+
+
+@pytest.mark.parametrize("ncols", [12, 70], ids=["short-headers", "headers-past-the-shape-cache"])
+def test_reader_matches_sqlite_over_many_record_shapes(tmp_path, ncols):
+    """The page reader against sqlite3 on records of hundreds of header shapes, alike shapes
+    holding different values, and headers too long to be cached."""
+    pages = pytest.importorskip("workbench.trace._sqlite_pages")
+    path = tmp_path / "shapes.sqlite"
+    cols = _random_table(path, ncols, 4000, seed=ncols)
+    want = [0, 1, *range(2, len(cols), 3)]  # the rowid, the text and every third integer
+    con = sqlite3.connect(path)
+    root = con.execute("select rootpage from sqlite_master where name = 't'").fetchone()[0]
+    rows = con.execute(f"select {', '.join(cols[i] for i in want)} from t order by rowid").fetchall()
+    con.close()
+    values, nulls = pages.read_table(str(path).encode(), root, want, [i == 1 for i in want], 0)
+    import numpy as np
+
+    for j, i in enumerate(want):
+        expect = [r[j] for r in rows]
+        if i == 1:
+            codes, distinct = values[j]
+            got = [None if c < 0 else distinct[c] for c in np.frombuffer(codes, np.int32).tolist()]
+        else:
+            got = np.frombuffer(values[j], np.int64).tolist()
+            if nulls[j] is not None:
+                got = [None if n else v for v, n in zip(got, bytes(nulls[j]))]
+        assert got == expect, cols[i]

@@ -54,7 +54,22 @@ typedef struct {
     /* text columns: each row's index into its column's distinct values (-1: NULL) */
     int32_t **codes;
     struct Dict *dicts;
+    struct Shape *shapes;  /* SHAPES of them */
+    uint16_t *shape_at;    /* per shape, ncols each: where a column's value starts in the record */
+    uint16_t *shape_type;  /* per shape, ncols each: its serial type */
 } Out;
+
+/* A record header already decoded: the bytes of a header give every column's type, so the
+ * same bytes give the same value offsets. A table's rows come in a few dozen such shapes (a
+ * kernel's grid, block and shared memory sizes set its integers' lengths), so most records
+ * are decoded by looking their header up here instead of walking it column by column. */
+#define SHAPES 256
+#define SHAPE_BYTES 64
+typedef struct Shape {
+    uint64_t header[SHAPE_BYTES / 8];
+    uint32_t len;   /* of header, in bytes; 0: a free slot */
+    uint32_t need;  /* the record's size up to the end of the last column read */
+} Shape;
 
 /* Fresh memory faulted in 4 KB at a time costs as much as decoding into it; huge pages
  * (where the kernel grants them on request) a third of that. */
@@ -265,6 +280,42 @@ static inline int64_t int_value(const uint8_t *p, uint64_t type) {
     return (((int64_t)u >> SHIFT[type]) & KEEP[type]) | ADD[type];
 }
 
+/* A header of len bytes (at most SHAPE_BYTES) as the words Shape keeps, zero past its end;
+ * its slot. Whole words are loaded (records lie in buffers with 8 bytes of slack): copying a
+ * header's tail byte by byte and reading it back as a word stalled each record. */
+static inline uint32_t shape_words(const uint8_t *header, uint64_t len, uint64_t *w) {
+    uint64_t h = len;
+    for (uint64_t i = 0; i < (len + 7) / 8; i++) {
+        memcpy(&w[i], header + 8 * i, 8);
+        if (len - 8 * i < 8) w[i] &= ((uint64_t)1 << (8 * (len - 8 * i))) - 1; /* little-endian */
+        h = (h ^ w[i]) * 0x9e3779b97f4a7c15ull;
+    }
+    return (uint32_t)(h >> 56) & (SHAPES - 1);
+}
+
+/* Column j of a record of a known shape: its value at p, of serial type type. */
+static inline int store_value(Out *o, int j, const uint8_t *p, uint64_t type, int64_t rowid, size_t row) {
+    if (o->text[j]) {
+        if (type == 0) {
+            o->codes[j][row] = -1;
+            return 0;
+        }
+        int64_t code = dict_code(&o->dicts[j], p, (type - 12) / 2);
+        if (code < 0) return -1;
+        o->codes[j][row] = (int32_t)code;
+    } else if (type == 0) {
+        if (o->index[j] == o->rowid_col) {
+            o->values[j][row] = rowid;
+        } else {
+            o->values[j][row] = 0;
+            o->nulls[j][row] = 1, o->any_null[j] = 1;
+        }
+    } else {
+        o->values[j][row] = int_value(p, type);
+    }
+    return 0;
+}
+
 /* One record into row `row` of the outputs; -1 when malformed, -2 for a value of a type the
  * column may not hold here. */
 static int decode_record(Out *o, const uint8_t *rec, uint64_t size, int64_t rowid, size_t row) {
@@ -272,8 +323,25 @@ static int decode_record(Out *o, const uint8_t *rec, uint64_t size, int64_t rowi
     uint64_t hsize;
     int n = varint(rec, end, &hsize);
     if (!n || hsize > size || hsize < (uint64_t)n) return -1;
+    Shape *shape = NULL;
+    uint64_t words[SHAPE_BYTES / 8];
+    if (hsize <= SHAPE_BYTES) {
+        uint32_t slot = shape_words(rec, hsize, words);
+        shape = &o->shapes[slot];
+        uint64_t differ = shape->len != hsize || shape->need > size;
+        for (uint64_t i = 0; i < (hsize + 7) / 8; i++) differ |= shape->header[i] ^ words[i];
+        if (!differ) {
+            const uint16_t *at = o->shape_at + (size_t)slot * o->ncols, *type = o->shape_type + (size_t)slot * o->ncols;
+            for (int j = 0; j < o->ncols; j++)
+                if (store_value(o, j, rec + at[j], type[j], rowid, row)) return -1;
+            return 0;
+        }
+    }
     const uint8_t *h = rec + n, *hend = rec + hsize, *body = hend;
     int col = 0, want = 0;
+    /* Where this record's columns lie, kept as its shape if it has one. */
+    uint16_t at[o->ncols + 1], types[o->ncols + 1];
+    int keep = shape != NULL;
     while (want < o->ncols) {
         uint64_t type, len;
         if (h >= hend) break;
@@ -293,32 +361,21 @@ static int decode_record(Out *o, const uint8_t *rec, uint64_t size, int64_t rowi
         if (body + len > end) return -1;
         if (o->index[want] == col) {
             int j = want++;
-            if (o->text[j]) {
-                if (type == 0) {
-                    o->codes[j][row] = -1;
-                } else if (type < 13 || !(type & 1)) {
-                    return -2;
-                } else {
-                    int64_t code = dict_code(&o->dicts[j], body, len);
-                    if (code < 0) return -1;
-                    o->codes[j][row] = (int32_t)code;
-                }
-            } else {
-                if (type == 7 || type > 9) return -2;
-                if (type == 0) {
-                    if (col == o->rowid_col) {
-                        o->values[j][row] = rowid;
-                    } else {
-                        o->values[j][row] = 0;
-                        o->nulls[j][row] = 1, o->any_null[j] = 1;
-                    }
-                } else {
-                    o->values[j][row] = int_value(body, type);
-                }
-            }
+            if (o->text[j] ? type != 0 && (type < 13 || !(type & 1)) : type == 7 || type > 9) return -2;
+            if (store_value(o, j, body, type, rowid, row)) return -1;
+            at[j] = (uint16_t)(body - rec), types[j] = (uint16_t)type;
+            keep &= type <= UINT16_MAX && body - rec <= UINT16_MAX;
         }
         body += len;
         col++;
+    }
+    if (keep && want == o->ncols) {  /* a record lacking columns has no offsets to keep */
+        size_t slot = (size_t)(shape - o->shapes);
+        memcpy(shape->header, words, sizeof words);
+        shape->len = (uint32_t)hsize;
+        shape->need = (uint32_t)(body - rec);
+        memcpy(o->shape_at + slot * o->ncols, at, o->ncols * sizeof *at);
+        memcpy(o->shape_type + slot * o->ncols, types, o->ncols * sizeof *types);
     }
     /* Columns added after this row was written: NULL (the caller checked their default). */
     for (int j = want; j < o->ncols; j++) {
@@ -439,9 +496,14 @@ static PyObject *read_table(PyObject *self, PyObject *args) {
     o.codes = calloc((size_t)ncols + 1, sizeof *o.codes);
     o.dicts = calloc((size_t)ncols + 1, sizeof *o.dicts);
     o.any_null = calloc((size_t)ncols + 1, sizeof *o.any_null);
+    o.shapes = calloc(SHAPES, sizeof *o.shapes);
+    o.shape_at = calloc((size_t)SHAPES * ncols + 1, sizeof *o.shape_at);
+    o.shape_type = calloc((size_t)SHAPES * ncols + 1, sizeof *o.shape_type);
     uint8_t *head = NULL;
     int ok = 0, rc = 0;
-    if (!arrays || !o.values || !o.nulls || !o.codes || !o.dicts || !o.any_null) goto done;
+    if (!arrays || !o.values || !o.nulls || !o.codes || !o.dicts || !o.any_null || !o.shapes || !o.shape_at ||
+        !o.shape_type)
+        goto done;
 
     Py_BEGIN_ALLOW_THREADS
     uint8_t hdr[100];
@@ -513,6 +575,7 @@ done:
         if (o.dicts) dict_free(&o.dicts[j]);
     }
     free(arrays), free(o.values), free(o.nulls), free(o.codes), free(o.dicts), free(o.any_null), free(index), free(text);
+    free(o.shapes), free(o.shape_at), free(o.shape_type);
     return result;
 }
 
