@@ -246,6 +246,14 @@ def _nested(rng, lo: int, hi: int, out: list, budget: int) -> list:
     return out
 
 
+def _nesting_cases(rng) -> list[np.ndarray]:
+    d = 3000
+    cases = [np.array(_nested(rng, 0, 400, [], 300) or [(0, 1)]) for _ in range(20)]
+    cases += [np.c_[np.arange(d), 2 * d - np.arange(d)], np.c_[np.zeros(d, int), np.full(d, 5)],
+              np.c_[np.zeros(d, int), np.arange(d, 0, -1)], np.c_[np.arange(d), np.full(d, 2 * d)]]
+    return cases
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_nesting_gives_the_stack_walks_answer(seed):
     """Boundary events come in the order a sort by (time, end before start, then the inner
@@ -255,10 +263,7 @@ def test_nesting_gives_the_stack_walks_answer(seed):
     from workbench.trace import nesting
 
     rng = np.random.default_rng(seed)
-    d = 3000
-    cases = [np.array(_nested(rng, 0, 400, [], 300) or [(0, 1)]) for _ in range(20)]
-    cases += [np.c_[np.arange(d), 2 * d - np.arange(d)], np.c_[np.zeros(d, int), np.full(d, 5)],
-              np.c_[np.zeros(d, int), np.arange(d, 0, -1)], np.c_[np.arange(d), np.full(d, 2 * d)]]
+    cases = _nesting_cases(rng)
     crossing = np.c_[np.arange(200), np.arange(200) + rng.integers(0, 30, 200)]
     for case, proper in [*((c, True) for c in cases), (crossing, False)]:
         case = case[rng.permutation(len(case))] if rng.random() < 0.5 else case
@@ -278,6 +283,39 @@ def test_nesting_gives_the_stack_walks_answer(seed):
         if nested:
             walked = nesting._walk(times, is_start, rid, len(start))
             assert (parent == walked[0]).all() and (state == walked[1]).all()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_stack_walk_accelerator_gives_numpys_answer(seed, monkeypatch):
+    """The one-pass walk (``_range_stack``) gives what the numpy nesting gives: for properly
+    nested ranges sorted as the importers sort them (by start, longer first), with equal
+    times, empty ranges and duplicates; it declines crossing ranges and other orders, which
+    numpy then answers."""
+    from workbench.trace import nesting
+
+    if nesting._nest_sorted is None:
+        pytest.skip("the _range_stack accelerator was not built")
+    rng = np.random.default_rng(seed)
+    crossing = np.c_[np.arange(200), np.arange(200) + rng.integers(0, 30, 200)]
+    cases = _nesting_cases(rng)
+    cases += [np.r_[c, c[: len(c) // 3]] for c in cases[:5]]  # the same range twice
+    used = declined = 0
+    for case in [*cases, crossing]:
+        for shuffled in (False, True):
+            c = case[rng.permutation(len(case))] if shuffled else case[np.lexsort((-case[:, 1], case[:, 0]))]
+            start, end = c[:, 0].astype(np.int64), c[:, 1].astype(np.int64)
+            walked = nesting._stack_walk(start, end)
+            got = nesting.nest(start, end)
+            with monkeypatch.context() as m:
+                m.setattr(nesting, "_nest_sorted", None)
+                want = nesting.nest(start, end)
+            assert (got[0] == want[0]).all() and (got[1] == want[1]).all()
+            assert (got[2].times == want[2].times).all() and (got[2].state == want[2].state).all()
+            used += walked is not None
+            declined += walked is None
+            if not shuffled and case is not crossing:
+                assert walked is not None
+    assert used and declined
 
 
 def test_api_calls_without_correlation_ids_leave_kernels_unlaunched(tmp_path):

@@ -14,6 +14,11 @@ import numpy as np
 
 from .search import searchsorted
 
+try:
+    from ._range_stack import nest_sorted as _nest_sorted
+except ImportError:  # built where the install had a C compiler
+    _nest_sorted = None
+
 
 @dataclass
 class Timeline:
@@ -121,27 +126,45 @@ def nest(start: np.ndarray, end: np.ndarray):
 
     ``start``/``end`` are int64 arrays of one thread's ranges, any order.
     """
-    start = np.asarray(start, dtype=np.int64)
-    end = np.asarray(end, dtype=np.int64)
+    start = np.ascontiguousarray(start, dtype=np.int64)
+    end = np.ascontiguousarray(end, dtype=np.int64)
     n = len(start)
     live = end > start
-    times, is_start, rid = _events(start, end, live)
-    result = _vector(times, is_start, rid, n)
-    if result is not None:
-        parent, state = result
-        # Proper nesting means every child ends no later than its parent; else fall back.
-        has_parent = parent >= 0
-        if np.any(end[has_parent] > end[parent[has_parent]]):
-            result = None
-    if result is None:
-        parent, state = _walk(times, is_start, rid, n)
+    stacked = _stack_walk(start, end)
+    if stacked is not None:
+        parent, depth, times, state = stacked
+    else:
+        times, is_start, rid = _events(start, end, live)
+        result = _vector(times, is_start, rid, n)
+        if result is not None:
+            parent, state = result
+            # Proper nesting means every child ends no later than its parent; else fall back.
+            has_parent = parent >= 0
+            if np.any(end[has_parent] > end[parent[has_parent]]):
+                result = None
+        if result is None:
+            parent, state = _walk(times, is_start, rid, n)
+        depth = None
     timeline = Timeline(times, state)
     # Empty ranges contain nothing and parent nothing; they sit inside whatever is open then.
     empty = np.flatnonzero(~live)
     if len(empty):
         parent[empty] = timeline.innermost_at(start[empty])
-    depth = _depths(parent)
-    return parent, depth, timeline
+        depth = None
+    return parent, _depths(parent) if depth is None else depth, timeline
+
+
+def _stack_walk(start: np.ndarray, end: np.ndarray):
+    """(parent, depth, times, state) from the ``_range_stack`` accelerator: one pass for
+    ranges sorted by start that nest properly (as ``model._nested`` sorts them); None where
+    it declines (crossing ranges, another order) or was not built."""
+    if _nest_sorted is None:
+        return None
+    n = len(start)
+    parent, depth = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    times, state = np.empty(2 * n, dtype=np.int64), np.empty(2 * n, dtype=np.int64)
+    m = _nest_sorted(start, end, parent, depth, times, state)
+    return None if m < 0 else (parent, depth, times[:m], state[:m])
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:
