@@ -176,15 +176,18 @@ def tables(res: dict) -> str:
     out.append("Baseline (`benchmarks/tasks.py`): on a private copy of the export, `CREATE INDEX` on "
                "NVTX_EVENTS(globalTid, start, end) and RUNTIME(correlationId), then one query: kernel -> launch by "
                "correlationId within the process -> innermost enclosing NVTX push/pop range of the launch on its "
-               "thread (latest start), counted per range name. Workbench: import + projection + per-layer summary "
-               "(which includes the per-range counts).\n")
+               "thread (latest start), counted per range name. Workbench, first analysis: import + projection + "
+               "per-layer summary (the pipeline task). Workbench, the join's question: import + per-range summary "
+               "(`counts` task: the same per-range-name counts, no per-kernel projection), measured just before "
+               "the join.\n")
     out.append("Second question on prepared data: the join's query alone on its already indexed copy, against "
                "opening the stored trace afresh and computing the same per-range counts "
                "(`reopen` task, `range_summary_s`).\n")
     out.append("| size | runs | SQLite index s | SQLite query s | SQLite total s | workbench total s | SQLite / workbench "
                "| query only / workbench | SQLite / workbench, process CPU | equal per-range counts "
+               "| join's question: workbench s | SQLite / workbench | equal "
                "| prepared: SQLite query s | prepared: workbench s | prepared: SQLite / workbench | equal |")
-    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---|")
     for label in _sizes(res):
         s = res["sizes"][label]
         q, w = s.get("sqlite_join"), s.get("wb_pipeline_nsys")
@@ -196,6 +199,11 @@ def tables(res: dict) -> str:
             r1 = med(qo, "total_s") / med(wo, "total_s")
             r2 = med(qo, "query_s") / med(wo, "total_s")
             rc = med(qo, "cpu_s") / med(wo, "cpu_s") if med(qo, "cpu_s") and med(wo, "cpu_s") else float("nan")
+            co = _ok(s.get("wb_range_counts_nsys"))
+            same = "| - | - | - "
+            if co:
+                same = (f"| {fmt_s(co, 'total_s')} | **{med(qo, 'total_s') / med(co, 'total_s'):.2f}x** | "
+                        f"{'yes' if co[0]['range_counts'] == qo[0]['range_counts'] else 'NO'} ")
             ro = [r for r in _ok(s.get("wb_reopen")) if "range_summary_s" in r]
             prep = "| - | - | - | - |"
             if ro:
@@ -203,9 +211,9 @@ def tables(res: dict) -> str:
                 prep = (f"| {fmt_s(q, 'query_s')} | {fmt_s(ro, 'range_summary_s')} | "
                         f"**{med(qo, 'query_s') / med(ro, 'range_summary_s'):.1f}x** | {'yes' if eq2 else 'NO'} |")
             out.append(f"| {label} | {len(qo)} | {fmt_s(q, 'index_s')} | {fmt_s(q, 'query_s')} | {fmt_s(q, 'total_s')} | "
-                       f"{fmt_s(w, 'total_s')} | **{r1:.2f}x** | {r2:.2f}x | {rc:.2f}x | {'yes' if eq else 'NO'} {prep}")
+                       f"{fmt_s(w, 'total_s')} | **{r1:.2f}x** | {r2:.2f}x | {rc:.2f}x | {'yes' if eq else 'NO'} {same}{prep}")
         else:
-            out.append(f"| {label} | {len(q)} | {_err(q)} | | | | | | |")
+            out.append(f"| {label} | {len(q)} | {_err(q)} | | | | | | | | | | | | | |")
     out.append("")
 
     out.append("### Re-opening a stored trace\n")

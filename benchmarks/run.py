@@ -218,6 +218,9 @@ def main(argv=None):
                 measure(res, label, "wb_save_nsys", task + ["save", u_nsys, store, name], 1, a.timeout, log)
             measure(res, label, "wb_reopen", task + ["reopen", store, name], runs, a.timeout, log)
         if "sqlite" in only and n <= parse_size(a.sqlite_max):
+            # The join's own question (kernels per innermost range name) asked of the export,
+            # in the same minutes as the join.
+            measure(res, label, "wb_range_counts_nsys", task + ["counts", u_nsys], runs, a.timeout, log)
             measure(res, label, "sqlite_join", task + ["sqlite", u_nsys], runs, a.timeout, log)
         if "hta" in only and a.hta_max != "0" and n <= parse_size(a.hta_max) and kin and do_diff:
             if not HTA_PY.exists():

@@ -1,6 +1,7 @@
 """One measurement, run in a fresh process by ``benchmarks.run``; prints one JSON object.
 
     python -m benchmarks.tasks pipeline PATH
+    python -m benchmarks.tasks counts PATH
     python -m benchmarks.tasks diff PATH_A PATH_B
     python -m benchmarks.tasks save PATH STORE_ROOT NAME
     python -m benchmarks.tasks reopen STORE_ROOT NAME
@@ -84,6 +85,23 @@ def pipeline(path: str, root: str | None = None, name: str | None = None) -> dic
         out["save_s"] = time.perf_counter() - t4
         out["store_bytes"] = sum(f.stat().st_size for f in d.iterdir())
     return out
+
+
+def counts(path: str) -> dict:
+    """The indexed SQLite join's own question asked of the export: import, then kernels per
+    innermost range name (``summary(by="range")``), with no per-kernel projection."""
+    import workbench.analysis as wa
+    from workbench.trace import import_file
+
+    base = _rss()
+    t0 = time.perf_counter()
+    tr = import_file(path)
+    t1 = time.perf_counter()
+    by_range = wa.summary(tr, by="range")
+    t2 = time.perf_counter()
+    return {"import_s": t1 - t0, "summary_s": t2 - t1, "total_s": t2 - t0, "kernels": int(len(tr.kernels)),
+            "range_counts": {str(r): int(k) for r, k in zip(by_range["range"], by_range["kernels"])},
+            "peak_rss_bytes": _rss(), "base_rss_bytes": base}
 
 
 def diff(path_a: str, path_b: str) -> dict:
@@ -197,7 +215,8 @@ def sqlite_join(path: str) -> dict:
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     task, args = argv[0], argv[1:]
-    fn = {"pipeline": pipeline, "diff": diff, "save": save, "reopen": reopen, "sqlite": sqlite_join}[task]
+    fn = {"pipeline": pipeline, "counts": counts, "diff": diff, "save": save, "reopen": reopen,
+          "sqlite": sqlite_join}[task]
     load0 = os.getloadavg()[0]
     out = fn(*args)
     ru = resource.getrusage(resource.RUSAGE_SELF)
