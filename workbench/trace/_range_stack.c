@@ -46,50 +46,33 @@ static Py_ssize_t walk(const int64_t *start, const int64_t *end, Py_ssize_t n, i
     return m;
 }
 
-static int int64_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t n, const char *what, int writable) {
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0) return -1;
-    const char *f = view->format ? view->format : "B";
-    if (*f == '<' || *f == '=' || *f == '@') f++;
-    if (view->itemsize != 8 || (strcmp(f, "q") && strcmp(f, "l")) || (n >= 0 && view->len / 8 < n)) {
-        PyBuffer_Release(view);
-        PyErr_Format(PyExc_TypeError, "%s must be a contiguous buffer of int64, long enough", what);
-        return -1;
-    }
-    return 0;
-}
-
 PyDoc_STRVAR(nest_sorted_doc,
 "nest_sorted(start, end, parent, depth, times, state) -> int\n\n"
-"One thread's ranges (start, end: int64 of n) sorted by start, then end descending, where\n"
-"end > start: each range's parent (-1: none) and depth into parent and depth (n each), the\n"
-"boundary events' times and the innermost range open after each into times and state (2n\n"
-"each); returns the number of events, or -1 (outputs undefined) where live ranges are out of\n"
-"that order or a range ends after the range open around it. Ranges with end <= start take\n"
-"no part: parent -1, depth 0.");
+"Contiguous buffers of native int64. One thread's ranges (start, end: n each) sorted by\n"
+"start, then end descending, where end > start: each range's parent (-1: none) and depth\n"
+"into parent and depth (n each), the boundary events' times and the innermost range open\n"
+"after each into times and state (2n each); returns the number of events, or -1 (outputs\n"
+"undefined) where live ranges are out of that order or a range ends after the range open\n"
+"around it. Ranges with end <= start take no part: parent -1, depth 0.");
 
 static PyObject *nest_sorted(PyObject *self, PyObject *args) {
-    PyObject *objs[6];
-    if (!PyArg_ParseTuple(args, "OOOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5])) return NULL;
-    static const char *names[6] = {"start", "end", "parent", "depth", "times", "state"};
+    /* Buffers of native int64, as nesting.nest makes them; only their lengths are checked. */
     Py_buffer v[6];
-    int got = 0;
-    Py_ssize_t n = -1, m = -2;
-    for (; got < 6; got++) {
-        Py_ssize_t need = got == 0 ? -1 : got < 4 ? n : 2 * n;
-        if (int64_buffer(objs[got], &v[got], need, names[got], got >= 2) < 0) goto done;
-        if (got == 0) n = v[0].len / 8;
-    }
-    int64_t *stack = malloc((size_t)(n ? n : 1) * sizeof *stack);
-    if (!stack) {
+    if (!PyArg_ParseTuple(args, "y*y*w*w*w*w*", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5])) return NULL;
+    Py_ssize_t n = v[0].len / 8, m = -2;
+    int64_t *stack = NULL;
+    if (v[0].len % 8 || v[1].len != v[0].len || v[2].len < v[0].len || v[3].len < v[0].len ||
+        v[4].len < 2 * v[0].len || v[5].len < 2 * v[0].len) {
+        PyErr_SetString(PyExc_ValueError, "start and end: n int64 each; parent, depth: n; times, state: 2n");
+    } else if (!(stack = malloc((size_t)(n ? n : 1) * sizeof *stack))) {
         PyErr_NoMemory();
-        goto done;
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        m = walk(v[0].buf, v[1].buf, n, v[2].buf, v[3].buf, v[4].buf, v[5].buf, stack);
+        Py_END_ALLOW_THREADS
     }
-    Py_BEGIN_ALLOW_THREADS
-    m = walk(v[0].buf, v[1].buf, n, v[2].buf, v[3].buf, v[4].buf, v[5].buf, stack);
-    Py_END_ALLOW_THREADS
     free(stack);
-done:
-    while (got--) PyBuffer_Release(&v[got]);
+    for (int i = 0; i < 6; i++) PyBuffer_Release(&v[i]);
     return m == -2 ? NULL : PyLong_FromSsize_t(m);
 }
 
