@@ -162,6 +162,8 @@ DELIVERED = {
                                   "insert into r0 select correlationId, start, end, globalTid, nameId from {t}; "
                                   "drop table {t}; alter table r0 rename to {t}"),
     "vacuumed-64k-pages": (nsys.KERNEL, "pragma page_size = 65536; vacuum"),
+    # labels are only shown: a damaged row is left out, no traceback
+    "enum-row-without-id": (nsys.KERNEL, "update ENUM_CUDA_MEMCPY_OPER set id = NULL where id = 1"),
 }
 
 
@@ -214,6 +216,51 @@ def test_huge_payload_size_declined(tmp_path, monkeypatch):
     data[cell : cell + 9] = b"\xff" * 9  # a 9-byte varint: 2**64 - 1
     path.write_bytes(bytes(data))
     _compare(path, monkeypatch)
+
+
+def _varint(data, at: int) -> tuple[int, int]:
+    """A SQLite varint at ``at``: its value and the position after it."""
+    v = 0
+    for i in range(9):
+        b = data[at + i]
+        if i == 8:
+            return (v << 8) | b, at + 9
+        v = (v << 7) | (b & 0x7F)
+        if b < 0x80:
+            return v, at + i + 1
+    raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize("damage", ["type-shortens-record", "rowid-out-of-order"])
+def test_damaged_record_read_by_sqlite(tmp_path, monkeypatch, damage):
+    """A record whose serial types no longer fill it (a damaged type shifts every value after
+    it) and a rowid out of order: the page reader declines the table, as sqlite3's own checks
+    may call it malformed, instead of reading shifted values."""
+    path = _loose_file(tmp_path / "t.sqlite")
+    con = sqlite3.connect(path)
+    root = con.execute("select rootpage from sqlite_master where name = ?", (nsys.NVTX,)).fetchone()[0]
+    page_size = con.execute("pragma page_size").fetchone()[0]
+    con.close()
+    data = bytearray(path.read_bytes())
+    page = (root - 1) * page_size
+    assert data[page] == 0x0D, "the range table fits one leaf page"
+    cells = [page + int.from_bytes(data[page + 8 + 2 * i : page + 10 + 2 * i], "big") for i in range(2)]
+    if damage == "rowid-out-of-order":
+        _, at0 = _varint(data, cells[0])
+        _, at1 = _varint(data, cells[1])
+        assert data[at0] < 0x80 and data[at1] < 0x80
+        data[at1] = data[at0]  # the second row's rowid now equals the first's
+    else:
+        _, at = _varint(data, cells[0])
+        _, rec = _varint(data, at)
+        hsize, h = _varint(data, rec)
+        while data[h] not in range(1, 7):  # the first integer stored in 1-8 bytes
+            h += 1
+        assert h < rec + hsize
+        data[h] = 8  # now the constant 0, with no bytes: the record outlasts its columns
+    path.write_bytes(bytes(data))
+    _, delivered = _compare(path, monkeypatch)
+    assert nsys.NVTX not in delivered
 
 
 def test_damaged_file_identical(tmp_path, monkeypatch):

@@ -68,7 +68,7 @@ typedef struct {
 typedef struct Shape {
     uint64_t header[SHAPE_BYTES / 8];
     uint32_t len;   /* of header, in bytes; 0: a free slot */
-    uint32_t need;  /* the record's size up to the end of the last column read */
+    uint64_t size;  /* of the record its header describes */
 } Shape;
 
 /* Fresh memory faulted in 4 KB at a time costs as much as decoding into it; huge pages
@@ -280,6 +280,24 @@ static inline int64_t int_value(const uint8_t *p, uint64_t type) {
     return (((int64_t)u >> SHIFT[type]) & KEEP[type]) | ADD[type];
 }
 
+/* The serial type at *h (advanced past it) and its value's length; -1 when malformed. */
+static inline int serial_type(const uint8_t **h, const uint8_t *hend, uint64_t *type, uint64_t *len) {
+    if (**h < 0x80) {
+        *type = *(*h)++;
+    } else {
+        int k = varint(*h, hend, type);
+        if (!k) return -1;
+        *h += k;
+    }
+    if (*type < 10) {
+        *len = LEN[*type];
+    } else {
+        if (*type < 12) return -1;
+        *len = (*type - 12) / 2;
+    }
+    return 0;
+}
+
 /* A header of len bytes (at most SHAPE_BYTES) as the words Shape keeps, zero past its end;
  * its slot. Whole words are loaded (records lie in buffers with 8 bytes of slack): copying a
  * header's tail byte by byte and reading it back as a word stalled each record. */
@@ -328,7 +346,7 @@ static int decode_record(Out *o, const uint8_t *rec, uint64_t size, int64_t rowi
     if (hsize <= SHAPE_BYTES) {
         uint32_t slot = shape_words(rec, hsize, words);
         shape = &o->shapes[slot];
-        uint64_t differ = shape->len != hsize || shape->need > size;
+        uint64_t differ = shape->len != hsize || shape->size != size;
         for (uint64_t i = 0; i < (hsize + 7) / 8; i++) differ |= shape->header[i] ^ words[i];
         if (!differ) {
             const uint16_t *at = o->shape_at + (size_t)slot * o->ncols, *type = o->shape_type + (size_t)slot * o->ncols;
@@ -342,23 +360,10 @@ static int decode_record(Out *o, const uint8_t *rec, uint64_t size, int64_t rowi
     /* Where this record's columns lie, kept as its shape if it has one. */
     uint16_t at[o->ncols + 1], types[o->ncols + 1];
     int keep = shape != NULL;
+    uint64_t type, len;
     while (want < o->ncols) {
-        uint64_t type, len;
         if (h >= hend) break;
-        if (*h < 0x80) {
-            type = *h++;
-        } else {
-            int k = varint(h, hend, &type);
-            if (!k) return -1;
-            h += k;
-        }
-        if (type < 10) {
-            len = LEN[type];
-        } else {
-            if (type < 12) return -1;
-            len = (type - 12) / 2;
-        }
-        if (body + len > end) return -1;
+        if (serial_type(&h, hend, &type, &len) || len > (uint64_t)(end - body)) return -1;
         if (o->index[want] == col) {
             int j = want++;
             if (o->text[j] ? type != 0 && (type < 13 || !(type & 1)) : type == 7 || type > 9) return -2;
@@ -369,11 +374,19 @@ static int decode_record(Out *o, const uint8_t *rec, uint64_t size, int64_t rowi
         body += len;
         col++;
     }
+    /* The columns not read: the record is vouched for only if its columns fill it exactly
+     * (a damaged type would shift every value after it; sqlite3 calls such a record
+     * malformed). */
+    while (h < hend) {
+        if (serial_type(&h, hend, &type, &len) || len > (uint64_t)(end - body)) return -1;
+        body += len;
+    }
+    if (body != end) return -1;
     if (keep && want == o->ncols) {  /* a record lacking columns has no offsets to keep */
         size_t slot = (size_t)(shape - o->shapes);
         memcpy(shape->header, words, sizeof words);
         shape->len = (uint32_t)hsize;
-        shape->need = (uint32_t)(body - rec);
+        shape->size = size;
         memcpy(o->shape_at + slot * o->ncols, at, o->ncols * sizeof *at);
         memcpy(o->shape_type + slot * o->ncols, types, o->ncols * sizeof *types);
     }
@@ -395,6 +408,7 @@ static int decode_record(Out *o, const uint8_t *rec, uint64_t size, int64_t rowi
 
 static int decode_leaves(Db *db, const Leaves *lv, Out *o) {
     size_t row = 0;
+    int64_t last = 0;
     for (size_t i = 0; i < lv->n; i++) {
         uint32_t pgno = lv->pages[i];
         if (read_page(db, pgno, db->page)) return -1;
@@ -410,7 +424,9 @@ static int decode_leaves(Db *db, const Leaves *lv, Out *o) {
             if (!k) return -1;
             p += k;
             k = varint(p, page_end, &rowid);
-            if (!k) return -1;
+            /* A table's rowids rise along its leaves; one out of order is a damaged page. */
+            if (!k || (row && (int64_t)rowid <= last)) return -1;
+            last = (int64_t)rowid;
             p += k;
             const uint8_t *rec = payload(db, p, page_end, size);
             if (!rec) return -1;

@@ -587,9 +587,11 @@ def _enum(db: _Db, table: str) -> dict[int, str]:
     if table not in db.tables:
         return {}
     try:
-        return {int(i): str(label) for i, label in db.con.execute(f'select id, label from "{table}"')}
+        rows = db.con.execute(f'select id, label from "{table}"').fetchall()
     except sqlite3.DatabaseError:
         return {}
+    # Labels are only shown (a kind without one shows its number): a damaged row is left out.
+    return {i: str(label) for i, label in rows if isinstance(i, int)}
 
 
 def _kv(db: _Db, table: str) -> dict[str, str]:
