@@ -273,6 +273,24 @@ def test_damaged_file_identical(tmp_path, monkeypatch):
     _compare(bad, monkeypatch)
 
 
+def test_first_bad_table_in_fixed_order_is_told(tmp_path, monkeypatch):
+    """Tables are turned into columns in the order their reader threads finish; where two are
+    bad, the error told is still the one of the first in the fixed order (kernels before API
+    calls), whichever finished first."""
+    path = _loose_file(tmp_path / "t.sqlite", lambda con: con.executescript(
+        f"update {nsys.KERNEL} set start = NULL where rowid = 1; "
+        f"update {nsys.RUNTIME} set globalTid = NULL where rowid = 1"))
+    told = set()
+    for backwards in (False, True):
+        order = nsys._Db.read_order
+        with monkeypatch.context() as m:
+            m.setattr(nsys._Db, "read_order", lambda self, tables: list(order(self, tables))[:: -1 if backwards else 1])
+            with pytest.raises(WorkbenchError) as e:
+                nsys.read_nsys(path)
+        told.add(str(e.value))
+    assert len(told) == 1 and f"{nsys.KERNEL}.start" in told.pop()
+
+
 def test_randomly_damaged_exports_read_alike(tmp_path, monkeypatch):
     """Exports with a few random bytes changed in their pages: the fast path gives what
     sqlite3 gives (the same trace or the same error) for every one."""
