@@ -201,19 +201,25 @@ def test_pending_wal_read_by_sqlite(tmp_path, monkeypatch):
         con.close()
 
 
-def test_huge_payload_size_declined(tmp_path, monkeypatch):
-    """A damaged cell claiming a payload of ~2**64 bytes (which once wrapped an allocation
-    size): the page reader declines and sqlite3 reports the damage, no crash."""
-    path = _loose_file(tmp_path / "t.sqlite")
+def _leaf_cells(path: Path, table: str) -> tuple[bytearray, list[int]]:
+    """The file's bytes and where each cell of ``table`` starts; the table must fit one leaf page."""
     con = sqlite3.connect(path)
-    root = con.execute("select rootpage from sqlite_master where name = ?", (nsys.KERNEL,)).fetchone()[0]
+    root = con.execute("select rootpage from sqlite_master where name = ?", (table,)).fetchone()[0]
     page_size = con.execute("pragma page_size").fetchone()[0]
     con.close()
     data = bytearray(path.read_bytes())
     page = (root - 1) * page_size
-    assert data[page] == 0x0D, "the kernel table fits one leaf page"
-    cell = page + int.from_bytes(data[page + 8 : page + 10], "big")
-    data[cell : cell + 9] = b"\xff" * 9  # a 9-byte varint: 2**64 - 1
+    assert data[page] == 0x0D, f"{table} fits one leaf page"
+    ncells = int.from_bytes(data[page + 3 : page + 5], "big")
+    return data, [page + int.from_bytes(data[page + 8 + 2 * i : page + 10 + 2 * i], "big") for i in range(ncells)]
+
+
+def test_huge_payload_size_declined(tmp_path, monkeypatch):
+    """A damaged cell claiming a payload of ~2**64 bytes (which once wrapped an allocation
+    size): the page reader declines and sqlite3 reports the damage, no crash."""
+    path = _loose_file(tmp_path / "t.sqlite")
+    data, cells = _leaf_cells(path, nsys.KERNEL)
+    data[cells[0] : cells[0] + 9] = b"\xff" * 9  # a 9-byte varint: 2**64 - 1
     path.write_bytes(bytes(data))
     _compare(path, monkeypatch)
 
@@ -237,14 +243,7 @@ def test_damaged_record_read_by_sqlite(tmp_path, monkeypatch, damage):
     it) and a rowid out of order: the page reader declines the table, as sqlite3's own checks
     may call it malformed, instead of reading shifted values."""
     path = _loose_file(tmp_path / "t.sqlite")
-    con = sqlite3.connect(path)
-    root = con.execute("select rootpage from sqlite_master where name = ?", (nsys.NVTX,)).fetchone()[0]
-    page_size = con.execute("pragma page_size").fetchone()[0]
-    con.close()
-    data = bytearray(path.read_bytes())
-    page = (root - 1) * page_size
-    assert data[page] == 0x0D, "the range table fits one leaf page"
-    cells = [page + int.from_bytes(data[page + 8 + 2 * i : page + 10 + 2 * i], "big") for i in range(2)]
+    data, cells = _leaf_cells(path, nsys.NVTX)
     if damage == "rowid-out-of-order":
         _, at0 = _varint(data, cells[0])
         _, at1 = _varint(data, cells[1])
