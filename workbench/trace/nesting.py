@@ -128,30 +128,35 @@ def nest(start: np.ndarray, end: np.ndarray):
     """
     start = np.ascontiguousarray(start, dtype=np.int64)
     end = np.ascontiguousarray(end, dtype=np.int64)
-    n = len(start)
     live = end > start
     stacked = _stack_walk(start, end)
-    if stacked is not None:
-        parent, depth, times, state = stacked
-    else:
-        times, is_start, rid = _events(start, end, live)
-        result = _vector(times, is_start, rid, n)
-        if result is not None:
-            parent, state = result
-            # Proper nesting means every child ends no later than its parent; else fall back.
-            has_parent = parent >= 0
-            if np.any(end[has_parent] > end[parent[has_parent]]):
-                result = None
-        if result is None:
-            parent, state = _walk(times, is_start, rid, n)
-        depth = None
+    parent, depth, times, state = stacked if stacked is not None else _nest_any(start, end, live)
     timeline = Timeline(times, state)
-    # Empty ranges contain nothing and parent nothing; they sit inside whatever is open then.
+    # Empty ranges contain nothing and parent nothing; they sit inside whatever is open then
+    # (a range that is not empty), one level below it.
     empty = np.flatnonzero(~live)
     if len(empty):
-        parent[empty] = timeline.innermost_at(start[empty])
-        depth = None
-    return parent, _depths(parent) if depth is None else depth, timeline
+        up = timeline.innermost_at(start[empty])
+        parent[empty] = up
+        depth[empty] = np.where(up >= 0, depth[np.maximum(up, 0)] + 1, 0)
+    return parent, depth, timeline
+
+
+def _nest_any(start: np.ndarray, end: np.ndarray, live: np.ndarray):
+    """(parent, depth, times, state) of ranges in any order, crossing or not; empty ranges
+    get no parent and depth 0 here."""
+    n = len(start)
+    times, is_start, rid = _events(start, end, live)
+    result = _vector(times, is_start, rid, n)
+    if result is not None:
+        parent, state = result
+        # Proper nesting means every child ends no later than its parent; else fall back.
+        has_parent = parent >= 0
+        if np.any(end[has_parent] > end[parent[has_parent]]):
+            result = None
+    if result is None:
+        parent, state = _walk(times, is_start, rid, n)
+    return parent, _depths(parent), times, state
 
 
 def _stack_walk(start: np.ndarray, end: np.ndarray):
