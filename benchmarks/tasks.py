@@ -154,11 +154,11 @@ def reopen(root: str, name: str) -> dict:
     t2 = time.perf_counter()
     # The question the indexed SQLite join answers (kernels per innermost range), asked of a
     # freshly opened copy: compared with the join's query time on its already indexed file.
-    by_range = wa.summary(open_trace(name, root), by="range")
+    range_counts = _range_counts(open_trace(name, root))
     t3 = time.perf_counter()
     return {"open_s": t1 - t0, "summary_print_s": t2 - t1, "total_s": t2 - t0,
             "process_s": t2 - T_PROCESS, "library_import_s": t0 - t_imp, "range_summary_s": t3 - t2,
-            "range_counts": {str(r): int(k) for r, k in zip(by_range["range"], by_range["kernels"])},
+            "range_counts": range_counts,
             "kernels": tr.rows("kernels"), "peak_rss_bytes": _rss()}
 
 

@@ -391,18 +391,7 @@ static int decode_record(Out *o, const uint8_t *rec, uint64_t size, int64_t rowi
         memcpy(o->shape_type + slot * o->ncols, types, o->ncols * sizeof *types);
     }
     /* Columns added after this row was written: NULL (the caller checked their default). */
-    for (int j = want; j < o->ncols; j++) {
-        if (o->text[j]) {
-            o->codes[j][row] = -1;
-            continue;
-        }
-        if (o->index[j] == o->rowid_col) {
-            o->values[j][row] = rowid;
-            continue;
-        }
-        o->values[j][row] = 0;
-        o->nulls[j][row] = 1, o->any_null[j] = 1;
-    }
+    for (int j = want; j < o->ncols; j++) store_value(o, j, body, 0, rowid, row);
     return 0;
 }
 
