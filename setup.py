@@ -4,8 +4,8 @@ Two read one trace format's bytes each into columns without holding the GIL; the
 fall back to their pure-Python readers wherever an accelerator declines a file, and
 everywhere when it could not be built (optional: an install without a C compiler still
 works, several times slower on large traces). The third searches sorted columns for the
-trace model, the fourth nests each thread's ranges in one pass (numpy does either where they
-are not built).
+trace model, the fourth nests each thread's ranges in one pass, the fifth adds up each
+range's kernels in one pass (numpy does each of those three where they are not built).
 
 Where the compiler is the GCC release that made the committed profiles
 (``workbench/trace/pgo/``, made by ``scripts/pgo_profiles.py`` from real captures) and a
@@ -109,6 +109,8 @@ setup(
         Extension("workbench.trace._sorted_search", ["workbench/trace/_sorted_search.c"], extra_compile_args=_FLAGS,
                   optional=True),
         Extension("workbench.trace._range_stack", ["workbench/trace/_range_stack.c"], extra_compile_args=_FLAGS,
+                  optional=True),
+        Extension("workbench.trace._group_totals", ["workbench/trace/_group_totals.c"], extra_compile_args=_FLAGS,
                   optional=True),
     ],
 )

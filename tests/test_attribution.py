@@ -82,6 +82,104 @@ def test_search_gives_numpys_answer(order, side):
         assert (searchsorted(table, q, side) == np.searchsorted(table, q, side=side)).all()
 
 
+def _without_accelerator(monkeypatch, module, name, fn, *args):
+    with monkeypatch.context() as m:
+        m.setattr(module, name, None)
+        return fn(*args)
+
+
+@pytest.mark.parametrize("order", ["rising", "mostly-rising", "random", "falling"])
+def test_find_and_state_at_give_numpys_answers(order, monkeypatch):
+    """The accelerator's exact lookup (``find``) and state lookup (``state_at``) answer as
+    their numpy forms do, whatever the queries' order, with misses, repeats and queries
+    before, between and after the table's values; ``find`` declines a table that does not
+    rise strictly, both ways."""
+    from workbench.trace import search
+
+    if search._accel is None:
+        pytest.skip("the _sorted_search accelerator was not built")
+    rng = np.random.default_rng(len(order) + 3)
+    ids = np.cumsum(rng.integers(1, 4, 400))
+    times = np.sort(rng.integers(-50, 600, 400))
+    state = rng.integers(-1, 100, 400)
+    q = rng.integers(-100, 1300, 1000)
+    if order != "random":
+        q = np.sort(q)[::-1] if order == "falling" else np.sort(q)
+    if order == "mostly-rising":
+        q[::9] = rng.integers(-100, 1300, len(q[::9]))
+    assert np.isin(q, ids).any()
+    for table in (ids, ids[:0], ids[:1]):
+        got = search.find(table, q)
+        assert (got == _without_accelerator(monkeypatch, search, "_accel", search.find, table, q)).all()
+        hit = got >= 0
+        assert (table[got[hit]] == q[hit]).all() and not np.isin(q[~hit], table).any()
+    for flat in (np.r_[ids[:5], ids[4:]], ids[::-1].copy()):
+        assert search.find(flat, q) is None
+        assert _without_accelerator(monkeypatch, search, "_accel", search.find, flat, q) is None
+    for t, st in ((times, state), (times[:0], state[:0]), (times[:1], state[:1])):
+        got = search.state_at(t, st, q)
+        assert (got == _without_accelerator(monkeypatch, search, "_accel", search.state_at, t, st, q)).all()
+
+
+@pytest.mark.parametrize("case", ["all-in-ranges", "some-outside", "graphs", "no-ranges"])
+def test_range_totals_accelerator_gives_numpys_totals(case, monkeypatch):
+    """Per-range kernel counts, GPU time and graph kernels, and the totals per status, from
+    the one-pass accelerator (``_group_totals``) equal numpy's; a range id out of bounds is
+    declined, so numpy answers (and fails as it does)."""
+    from workbench.trace import model
+
+    if model._totals is None:
+        pytest.skip("the _group_totals accelerator was not built")
+    rng = np.random.default_rng(len(case))
+    n, n_ranges = 5000, 0 if case == "no-ranges" else 300
+    start = rng.integers(0, 10**12, n)
+    kernels = pd.DataFrame({
+        "start": start, "end": start + rng.integers(0, 10**6, n),
+        "range_id": (rng.integers(-1 if case in ("some-outside", "graphs") else 0, n_ranges, n)
+                     if n_ranges else np.full(n, -1)),
+        "graph": rng.random(n) < (0.3 if case == "graphs" else 0),
+        "launch_tid": np.where(rng.random(n) < 0.2, -1, 7),
+    })
+    got = model.attribute(kernels, n_ranges)
+    want = _without_accelerator(monkeypatch, model, "_totals", model.attribute, kernels, n_ranges)
+    assert got[1] == want[1]
+    assert got[0].keys() == want[0].keys() and all((got[0][k] == want[0][k]).all() for k in got[0])
+    assert all(v.dtype == np.int64 for v in got[0].values())
+    bad = kernels.assign(range_id=np.r_[kernels["range_id"].to_numpy()[:-1], n_ranges])
+    assert model._range_totals(bad["range_id"].to_numpy(), start, bad["end"].to_numpy(), None, n_ranges) is None
+
+
+def test_paths_are_made_after_the_import_returns_and_waited_for_when_asked(monkeypatch, reference):
+    """The ranges' paths are made on the import's second thread while the caller goes on: a
+    per-range summary does not wait for them; asking for the ranges table (or its path
+    column) does, and finds the column in its schema place, as an eager build gives it."""
+    import threading
+
+    from workbench.analysis import summary
+    from workbench.trace import model
+
+    release = threading.Event()
+    made = model._paths
+
+    def slow_paths(*args):
+        release.wait(30)
+        return made(*args)
+
+    monkeypatch.setattr(model, "_paths", slow_paths)
+    trace = import_file(reference("nsys-kvwrite-unfused.sqlite.gz"))
+    assert "path" in trace.tables._pending["ranges"]
+    by_range = summary(trace, by="range")  # would block on the paths
+    assert by_range["kernels"].sum() == trace.rows("kernels")
+    assert not release.is_set() and "path" in trace.tables._pending.get("ranges", {})
+    release.set()
+    ranges = trace.ranges
+    assert list(ranges.columns) == list(model.SCHEMA["ranges"]) and not trace.tables._pending
+    monkeypatch.setattr(model, "_paths", made)
+    eager = import_file(reference("nsys-kvwrite-unfused.sqlite.gz"))
+    pd.testing.assert_frame_equal(ranges, eager.ranges, check_exact=True)
+    assert trace.columns("ranges", ["path"])["path"].equals(eager.columns("ranges", ["path"])["path"])
+
+
 @pytest.mark.parametrize("names", [["a", "b"], ["", "x"], [NO_RANGE, "z"], ["", NO_RANGE, NO_LAUNCH, " ", "zz"], []])
 def test_spread_places_the_labels_as_a_sort_would(names):
     """Per-kernel strings with the unattributed labels: categories sorted and merged with a

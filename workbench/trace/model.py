@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import MutableMapping
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
@@ -19,7 +20,12 @@ import pandas as pd
 from ..errors import TraceFormatError, WorkbenchError
 from .names import code_dtype, constant
 from .nesting import nest, thread_blocks
-from .search import searchsorted
+from .search import find
+
+try:
+    from ._group_totals import totals as _totals
+except ImportError:  # built where the install had a C compiler
+    _totals = None
 
 # Column -> dtype of each table. Strings are categoricals: names repeat millions of times.
 SCHEMA: dict[str, dict[str, str]] = {
@@ -226,8 +232,11 @@ def build(tables: dict[str, pd.DataFrame], meta: dict[str, Any], where: str) -> 
     # The range tree, the launch join and the attribution spend most of their time in numpy
     # and Arrow without the GIL, in two threads: this one joins each kernel to its launch and
     # finds its innermost range; the other nests the ranges (which that needs), then names
-    # the kernels' launch calls and makes the ranges' paths (which only the end needs).
-    with ThreadPoolExecutor(1, thread_name_prefix="workbench-tree") as pool:
+    # the kernels' launch calls, then makes the ranges' paths, which the trace is handed
+    # back without: they are waited for when first asked for (a per-range summary never
+    # does; at 10M kernels they take 0.7 s).
+    pool = ThreadPoolExecutor(1, thread_name_prefix="workbench-tree")
+    try:
         nesting = pool.submit(_nested, out["ranges"])
         match = _join_launches(out["kernels"], out["api"])
         # The defaults of the launch columns the join did not make.
@@ -242,12 +251,64 @@ def build(tables: dict[str, pd.DataFrame], meta: dict[str, Any], where: str) -> 
             _put(kernels, "launch_api", launch_api)
             _put(kernels, "graph", kernels["graph"].to_numpy() | graph)
         per_range, totals = attribute(kernels, len(out["ranges"]))
-        if paths is not None:
-            _put(out["ranges"], "path", paths.result())
+    except BaseException:
+        pool.shutdown(cancel_futures=True)
+        raise
+    pool.shutdown(wait=False)  # the thread ends once the paths are made
     for col, values in per_range.items():
         _put(out["ranges"], col, values)
+    pending = {} if paths is None else {"ranges": {"path": paths}}
     # The derived columns were added last: each table in SCHEMA order (no data copied).
-    return Trace({t: df[list(SCHEMA[t])] for t, df in out.items()}, {**meta, "attribution": totals})
+    frames = {t: df[[c for c in SCHEMA[t] if c not in pending.get(t, ())]] for t, df in out.items()}
+    return Trace(BuiltTables(frames, pending), {**meta, "attribution": totals})
+
+
+class BuiltTables(MutableMapping):
+    """The tables of an imported trace, some of whose columns may still be being made on
+    another thread (``pending``: table -> column -> Future of its values). A column is
+    waited for, and put in its SCHEMA place, when its table or that column is first asked
+    for; :meth:`columns` of the others never waits."""
+
+    def __init__(self, frames: dict[str, pd.DataFrame], pending: dict[str, dict[str, Future]]):
+        self._frames = frames
+        self._pending = pending
+        self._lock = threading.Lock()
+
+    def _finish(self, table: str, cols) -> None:
+        with self._lock:
+            waiting = self._pending.get(table, {})
+            for col in [c for c in waiting if c in cols]:
+                df = self._frames[table]
+                df.insert(list(SCHEMA[table]).index(col), col, pd.Series(waiting.pop(col).result(), index=df.index, copy=False))
+            if not waiting:
+                self._pending.pop(table, None)
+
+    def rows(self, table: str) -> int:
+        return len(self._frames[table])
+
+    def columns(self, table: str, cols: list[str]) -> pd.DataFrame:
+        self._finish(table, cols)
+        return self._frames[table][cols]
+
+    def __getitem__(self, table: str) -> pd.DataFrame:
+        self._finish(table, SCHEMA.get(table, ()))
+        return self._frames[table]
+
+    def __setitem__(self, table: str, df: pd.DataFrame) -> None:
+        with self._lock:
+            self._pending.pop(table, None)
+            self._frames[table] = df
+
+    def __delitem__(self, table: str) -> None:
+        with self._lock:
+            self._pending.pop(table, None)
+            del self._frames[table]
+
+    def __iter__(self):
+        return iter(self._frames)
+
+    def __len__(self) -> int:
+        return len(self._frames)
 
 
 def _made_later(table: str, col: str, raw: pd.DataFrame) -> bool:
@@ -352,19 +413,15 @@ def _paths(names: pd.Series, parent: np.ndarray, depth: np.ndarray):
 def _match_first(t_pid: np.ndarray | None, t_corr: np.ndarray, q_pid: np.ndarray | None, q_corr: np.ndarray) -> np.ndarray:
     """For each query (pid, correlation id), the first table row (in row order) with the same
     pair, -1 if none; with ``None`` pids, match on the correlation id alone."""
-    out = np.full(len(q_corr), -1, dtype=np.int64)
     if not len(t_corr) or not len(q_corr):
-        return out
-    pids = [None] if q_pid is None else pd.unique(q_pid)
+        return np.full(len(q_corr), -1, dtype=np.int64)
+    pids = [None] if q_pid is None else [q_pid[0]] if q_pid.min() == q_pid.max() else pd.unique(q_pid)
     if len(pids) == 1:
         rows = _rows_of(t_pid, pids[0])
-        tc = t_corr if rows is None else t_corr[rows]
-        if len(tc) and (tc[1:] > tc[:-1]).all():
-            # One process's ids, rising row after row (nsys's runtime table): a search finds
-            # the only row with each id, and needs no memory beyond its answer.
-            pos = searchsorted(tc, q_corr)
-            np.minimum(pos, len(tc) - 1, out=pos)
-            pos[tc[pos] != q_corr] = -1
+        # One process's ids, rising row after row (nsys's runtime table): a search finds
+        # the only row with each id, and needs no memory beyond its answer.
+        pos = find(t_corr if rows is None else t_corr[rows], q_corr)
+        if pos is not None:
             if rows is not None:
                 pos = np.where(pos >= 0, rows[np.maximum(pos, 0)], -1)
             return pos
@@ -374,6 +431,7 @@ def _match_first(t_pid: np.ndarray | None, t_corr: np.ndarray, q_pid: np.ndarray
         # Correlation ids are dense counters: one direct-address table per process, no sort
         # (its memory is bounded by one int64 per row).
         table = np.empty(span, dtype=np.int64)
+        out = np.full(len(q_corr), -1, dtype=np.int64)
         for p in pids:
             rows = _rows_of(t_pid, p)
             rows = np.arange(len(t_corr)) if rows is None else rows
@@ -520,22 +578,26 @@ def attribute(kernels: pd.DataFrame, n_ranges: int) -> tuple[dict[str, np.ndarra
     Stored with the trace, so a per-layer summary of a stored trace needs no kernel rows.
     """
     rid = kernels["range_id"].to_numpy()
-    dur = kernels["end"].to_numpy() - kernels["start"].to_numpy()
+    start, end = kernels["start"].to_numpy(), kernels["end"].to_numpy()
     graph = kernels["graph"].to_numpy()
-    has = rid >= 0
-    within = _masked(rid, has)
     graphed = graph.any()
-    per_range = {
-        "kernels": np.bincount(within, minlength=n_ranges).astype(np.int64),
-        "gpu_time_ns": group_sums(within, _masked(dur, has), n_ranges),
-        "graph_kernels": (np.bincount(rid[has & graph], minlength=n_ranges).astype(np.int64) if graphed
-                          else np.zeros(n_ranges, dtype=np.int64)),
-    }
-    if len(within) == len(rid):  # every kernel in a range (so launched): no mask per status
+    per_range = _range_totals(rid, start, end, graph if graphed else None, n_ranges)
+    dur = has = None
+    if per_range is None:
+        dur, has = end - start, rid >= 0
+        within = _masked(rid, has)
+        per_range = {
+            "kernels": np.bincount(within, minlength=n_ranges).astype(np.int64),
+            "gpu_time_ns": group_sums(within, _masked(dur, has), n_ranges),
+            "graph_kernels": (np.bincount(rid[has & graph], minlength=n_ranges).astype(np.int64) if graphed
+                              else np.zeros(n_ranges, dtype=np.int64)),
+        }
+    if int(per_range["kernels"].sum()) == len(rid):  # every kernel in a range (so launched): no mask per status
         zero = {"kernels": 0, "gpu_time_ns": 0, "graph_kernels": 0}
         inside = {"kernels": len(rid), "gpu_time_ns": int(per_range["gpu_time_ns"].sum()),
                   "graph_kernels": int(per_range["graph_kernels"].sum())}
         return per_range, {status: inside if status == "range" else dict(zero) for status in STATUSES}
+    dur, has = (end - start, rid >= 0) if dur is None else (dur, has)
     nolaunch = kernels["launch_tid"].to_numpy() < 0
     totals = {
         status: {"kernels": int(m.sum()), "gpu_time_ns": int(_masked(dur, m).sum()),
@@ -543,6 +605,17 @@ def attribute(kernels: pd.DataFrame, n_ranges: int) -> tuple[dict[str, np.ndarra
         for status, m in zip(STATUSES, (has, ~has & ~nolaunch, nolaunch))
     }
     return per_range, totals
+
+
+def _range_totals(rid: np.ndarray, start: np.ndarray, end: np.ndarray, graph: np.ndarray | None, n: int):
+    """``attribute``'s per-range totals in one pass of the ``_group_totals`` accelerator; None
+    where it was not built, or declines (a range id out of 0..n-1 other than -1)."""
+    if _totals is None or not all(a.dtype == np.int64 for a in (rid, start, end)):
+        return None
+    out = {c: np.zeros(n, dtype=np.int64) for c in ("kernels", "gpu_time_ns", "graph_kernels")}
+    flag = None if graph is None else np.ascontiguousarray(graph, dtype=bool)
+    rows = [np.ascontiguousarray(a) for a in (rid, start, end)]
+    return out if _totals(*rows, flag, out["kernels"], out["gpu_time_ns"], out["graph_kernels"]) else None
 
 
 def _masked(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -557,17 +630,18 @@ def innermost_ranges(kernels: pd.DataFrame, ranges: pd.DataFrame, timelines: dic
     ``ranges`` must be in ``_nested`` order: sorted by (pid, tid, start), ids 0..n-1;
     ``timelines`` is what ``_nested`` gives with them (computed here when not given).
     """
-    out = np.full(len(kernels), -1, dtype=np.int64)
+    def none() -> np.ndarray:
+        return np.full(len(kernels), -1, dtype=np.int64)
+
     if not len(ranges) or not len(kernels):
-        return out
+        return none()
     kp, kt = kernels["pid"].to_numpy(), kernels["launch_tid"].to_numpy()
     ks = kernels["launch_start"].to_numpy()
     if timelines is None:
         timelines = _nest_threads(ranges)[2]
     launched = kt >= 0
-    if not launched.any():
-        return out
-    for rows in _by_thread(kp, kt, None if launched.all() else np.flatnonzero(launched)):
+    out = None  # made only where kernels of several threads fill it: 80 MB at 10M kernels
+    for rows in _by_thread(kp, kt, None if launched.all() else np.flatnonzero(launched)) if launched.any() else ():
         first = 0 if rows is None else rows[0]
         found = timelines.get((int(kp[first]), int(kt[first])))
         if found is None:
@@ -578,8 +652,10 @@ def innermost_ranges(kernels: pd.DataFrame, ranges: pd.DataFrame, timelines: dic
             local[local >= 0] += lo
         if rows is None:  # every kernel, launched on one thread
             return local
+        if out is None:
+            out = none()
         out[rows] = local
-    return out
+    return none() if out is None else out
 
 
 def _by_thread(pid: np.ndarray, tid: np.ndarray, rows: np.ndarray | None) -> list[np.ndarray | None]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .search import searchsorted
+from .search import searchsorted, state_at
 
 try:
     from ._range_stack import nest_sorted as _nest_sorted
@@ -29,13 +29,7 @@ class Timeline:
 
     def innermost_at(self, t: np.ndarray) -> np.ndarray:
         """Local index of the innermost range open at each time in ``t`` (-1: none)."""
-        if not len(self.times):
-            return np.full(len(t), -1, dtype=np.int64)
-        idx = searchsorted(self.times, t, side="right")
-        idx -= 1
-        out = self.state[idx]  # an idx of -1 reads the last state: replaced
-        out[idx < 0] = -1
-        return out
+        return state_at(self.times, self.state, t)
 
 
 def thread_blocks(pid: np.ndarray, tid: np.ndarray):

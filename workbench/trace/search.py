@@ -5,9 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 try:
-    from ._sorted_search import searchsorted as _rising
+    from . import _sorted_search as _accel
 except ImportError:  # built where the install had a C compiler
-    _rising = None
+    _accel = None
+
+
+def _int64s(*arrays: np.ndarray) -> bool:
+    return _accel is not None and all(a.dtype == np.int64 for a in arrays)
 
 
 def searchsorted(a: np.ndarray, q: np.ndarray, side: str = "left") -> np.ndarray:
@@ -15,8 +19,40 @@ def searchsorted(a: np.ndarray, q: np.ndarray, side: str = "left") -> np.ndarray
     accelerator where it was built: queries that mostly rise (launch times, correlation ids)
     each gallop on from the last answer instead of a binary search (10M rising lookups
     among 20M rows: 0.08-0.2 s instead of 0.3-0.55 s on the project's VM)."""
-    if _rising is None or a.dtype != np.int64 or q.dtype != np.int64:
+    if not _int64s(a, q):
         return np.searchsorted(a, q, side=side)
     out = np.empty(len(q), dtype=np.int64)  # numpy asks for huge pages for it: fewer faults
-    _rising(np.ascontiguousarray(a), np.ascontiguousarray(q), side == "right", out)
+    _accel.searchsorted(np.ascontiguousarray(a), np.ascontiguousarray(q), side == "right", out)
+    return out
+
+
+def find(a: np.ndarray, q: np.ndarray) -> np.ndarray | None:
+    """Each query's position in ``a`` (-1 where absent), for ``a`` rising strictly; None
+    where it does not."""
+    if not len(a):
+        return np.full(len(q), -1, dtype=np.int64)
+    if _int64s(a, q):
+        out = np.empty(len(q), dtype=np.int64)
+        return out if _accel.find(np.ascontiguousarray(a), np.ascontiguousarray(q), out) else None
+    if not (a[1:] > a[:-1]).all():
+        return None
+    pos = np.searchsorted(a, q)
+    np.minimum(pos, len(a) - 1, out=pos)
+    pos[a[pos] != q] = -1
+    return pos
+
+
+def state_at(times: np.ndarray, state: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``state`` in force at each time of ``t``: that of the last of the ascending ``times``
+    at or before it, -1 before the first."""
+    if not len(times):
+        return np.full(len(t), -1, dtype=np.int64)
+    if _int64s(times, state, t):
+        out = np.empty(len(t), dtype=np.int64)
+        _accel.state_at(np.ascontiguousarray(times), np.ascontiguousarray(state), np.ascontiguousarray(t), out)
+        return out
+    idx = np.searchsorted(times, t, side="right")
+    idx -= 1
+    out = state[idx]  # an idx of -1 reads the last state: replaced
+    out[idx < 0] = -1
     return out
