@@ -149,10 +149,31 @@ def test_range_totals_accelerator_gives_numpys_totals(case, monkeypatch):
     assert model._range_totals(bad["range_id"].to_numpy(), start, bad["end"].to_numpy(), None, n_ranges) is None
 
 
+@pytest.mark.parametrize("matched", ["all", "some"])
+def test_graph_launches_follow_the_launch_api_names(matched):
+    """A kernel counts as CUDA-graph launched exactly where its launch API name (as the
+    launch join gives it: the matched call's name, else the importer's own) is a graph
+    launch, with missing names on either side."""
+    from workbench.trace.model import _graph_launched, _merge_names
+
+    rng = np.random.default_rng(len(matched))
+    api = pd.Series(pd.Categorical(rng.choice(["cudaLaunchKernel", "cudaGraphLaunch", "cuGraphLaunch_v2", None], 300)))
+    own = pd.Series(pd.Categorical(rng.choice(["", "cudaGraphLaunch", "cudaLaunchKernel", None], 200)))
+    found = None if matched == "all" else np.sort(rng.choice(200, 120, replace=False))
+    m = rng.integers(0, 300, 200 if found is None else len(found))
+    names = np.asarray(_merge_names(own, api, found, m), dtype=object)
+    want = np.array(["GraphLaunch" in str(x) for x in names])
+    got = _graph_launched(own, api, found, m)
+    assert want.any() and (got == want).all()
+    plain = pd.Series(pd.Categorical(["cudaLaunchKernel"] * 300))
+    assert _graph_launched(own.cat.set_categories(["", "cudaLaunchKernel"]), plain, found, m) is None
+
+
 def test_paths_are_made_after_the_import_returns_and_waited_for_when_asked(monkeypatch, reference):
-    """The ranges' paths are made on the import's second thread while the caller goes on: a
-    per-range summary does not wait for them; asking for the ranges table (or its path
-    column) does, and finds the column in its schema place, as an eager build gives it."""
+    """The ranges' paths and the kernels' launch API names are made on the import's second
+    thread while the caller goes on: a per-range summary does not wait for them; asking for
+    a table (or that column) does, and finds the column in its schema place, as an eager
+    build gives it."""
     import threading
 
     from workbench.analysis import summary
@@ -173,11 +194,14 @@ def test_paths_are_made_after_the_import_returns_and_waited_for_when_asked(monke
     assert not release.is_set() and "path" in trace.tables._pending.get("ranges", {})
     release.set()
     ranges = trace.ranges
-    assert list(ranges.columns) == list(model.SCHEMA["ranges"]) and not trace.tables._pending
+    assert list(ranges.columns) == list(model.SCHEMA["ranges"]) and "ranges" not in trace.tables._pending
+    assert trace.columns("kernels", ["launch_api"])["launch_api"].str.startswith("cu").all()
+    assert not trace.tables._pending
+    assert list(trace.kernels.columns) == list(model.SCHEMA["kernels"])
     monkeypatch.setattr(model, "_paths", made)
     eager = import_file(reference("nsys-kvwrite-unfused.sqlite.gz"))
-    pd.testing.assert_frame_equal(ranges, eager.ranges, check_exact=True)
-    assert trace.columns("ranges", ["path"])["path"].equals(eager.columns("ranges", ["path"])["path"])
+    for table in model.TABLES:
+        pd.testing.assert_frame_equal(trace.tables[table], eager.tables[table], check_exact=True)
 
 
 @pytest.mark.parametrize("names", [["a", "b"], ["", "x"], [NO_RANGE, "z"], ["", NO_RANGE, NO_LAUNCH, " ", "zz"], []])

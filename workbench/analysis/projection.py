@@ -64,8 +64,10 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     if cached is not None:
         trace.views["projected"] = cached
         return cached
-    k = trace.kernels
-    r = trace.ranges
+    # Only the columns used here: a fresh import may still be making the ranges' paths and
+    # the kernels' launch names, which are waited for where they are needed.
+    k = trace.columns("kernels", ["range_id", "launch_tid", "start", "end"])
+    r = trace.columns("ranges", ["name", "parent"])
     rid = k["range_id"].to_numpy()
     has = rid >= 0
     # The ranges of the kernels in one: rid itself when every kernel is in a range (the
@@ -80,7 +82,7 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     with ThreadPoolExecutor(1, thread_name_prefix="workbench-paths") as pool:
         # Arrow sorts the paths (only those a kernel shows) without the GIL while the rest
         # is made here.
-        sorting = pool.submit(_sorted_distinct, r["path"], shown > 0)
+        sorting = pool.submit(lambda: _sorted_distinct(trace.columns("ranges", ["path"])["path"], shown > 0))
         names, inv = np.unique(np.asarray(r["name"].cat.categories.astype(str), dtype=object), return_inverse=True)
         codes = r["name"].cat.codes.to_numpy()
         name_codes = np.where(codes >= 0, inv.reshape(-1)[codes], -1).astype(np.int32)
@@ -107,7 +109,8 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     }
     # The kernels' columns (range_id included) shared, not copied, and the new arrays taken as
     # they are (assigning a column would copy each).
-    out = pd.DataFrame({**{c: k[c] for c in k.columns}, **added}, copy=False)
+    kernels = trace.kernels
+    out = pd.DataFrame({**{c: kernels[c] for c in kernels.columns}, **added}, copy=False)
     trace.memo[key] = out
     trace.views["projected"] = out
     return out

@@ -231,33 +231,34 @@ def build(tables: dict[str, pd.DataFrame], meta: dict[str, Any], where: str) -> 
             )
     # The range tree, the launch join and the attribution spend most of their time in numpy
     # and Arrow without the GIL, in two threads: this one joins each kernel to its launch and
-    # finds its innermost range; the other nests the ranges (which that needs), then names
-    # the kernels' launch calls, then makes the ranges' paths, which the trace is handed
-    # back without: they are waited for when first asked for (a per-range summary never
-    # does; at 10M kernels they take 0.7 s).
+    # finds its innermost range; the other nests the ranges (which that needs), then makes
+    # the ranges' paths and names the kernels' launch calls. The trace is handed back
+    # without those two columns: they are waited for when first asked for (a per-range
+    # summary never does; at 10M kernels they take 1.1 s).
     pool = ThreadPoolExecutor(1, thread_name_prefix="workbench-tree")
+    pending = {}
     try:
         nesting = pool.submit(_nested, out["ranges"])
         match = _join_launches(out["kernels"], out["api"])
         # The defaults of the launch columns the join did not make.
         columns = [c for c in SCHEMA["kernels"] if c not in _DERIVED["kernels"]]
         out["kernels"] = kernels = _typed("kernels", out["kernels"], where, columns)
-        names = None if match is None else pool.submit(_launch_api, kernels["launch_api"], out["api"]["name"], *match)
         out["ranges"], parent, depth, timelines = nesting.result()
-        paths = pool.submit(_paths, out["ranges"]["name"], parent, depth) if len(parent) else None
+        if len(parent):
+            pending["ranges"] = {"path": pool.submit(_paths, out["ranges"]["name"], parent, depth)}
+        if match is not None:
+            pending["kernels"] = {"launch_api": pool.submit(_merge_names, kernels["launch_api"], out["api"]["name"], *match)}
+            graph = _graph_launched(kernels["launch_api"], out["api"]["name"], *match)
+            if graph is not None:
+                _put(kernels, "graph", kernels["graph"].to_numpy() | graph)
         _put(kernels, "range_id", innermost_ranges(kernels, out["ranges"], timelines))
-        if names is not None:
-            launch_api, graph = names.result()
-            _put(kernels, "launch_api", launch_api)
-            _put(kernels, "graph", kernels["graph"].to_numpy() | graph)
         per_range, totals = attribute(kernels, len(out["ranges"]))
     except BaseException:
         pool.shutdown(cancel_futures=True)
         raise
-    pool.shutdown(wait=False)  # the thread ends once the paths are made
+    pool.shutdown(wait=False)  # the thread ends once the pending columns are made
     for col, values in per_range.items():
         _put(out["ranges"], col, values)
-    pending = {} if paths is None else {"ranges": {"path": paths}}
     # The derived columns were added last: each table in SCHEMA order (no data copied).
     frames = {t: df[[c for c in SCHEMA[t] if c not in pending.get(t, ())]] for t, df in out.items()}
     return Trace(BuiltTables(frames, pending), {**meta, "attribution": totals})
@@ -277,9 +278,11 @@ class BuiltTables(MutableMapping):
     def _finish(self, table: str, cols) -> None:
         with self._lock:
             waiting = self._pending.get(table, {})
-            for col in [c for c in waiting if c in cols]:
+            for col in [c for c in SCHEMA.get(table, ()) if c in waiting and c in cols]:
                 df = self._frames[table]
-                df.insert(list(SCHEMA[table]).index(col), col, pd.Series(waiting.pop(col).result(), index=df.index, copy=False))
+                order = list(SCHEMA[table])
+                at = sum(c in df.columns for c in order[: order.index(col)])
+                df.insert(at, col, pd.Series(waiting.pop(col).result(), index=df.index, copy=False))
             if not waiting:
                 self._pending.pop(table, None)
 
@@ -472,7 +475,7 @@ def _join_launches(kernels: pd.DataFrame, api: pd.DataFrame) -> tuple[np.ndarray
     """Fill launch_tid/start/end and pid of ``kernels`` (in place: a replaced column is
     freed at once) from the API call with the same (pid, correlation); a column the importer
     did not give is made here, or left out where nothing is joined. Returns the kernels that
-    matched (None: all) and their API rows, for :func:`_launch_api`; None if none did.
+    matched (None: all) and their API rows, for :func:`_merge_names`; None if none did.
 
     Importers that already know the launch (CPU-only traces) set launch_tid themselves; those
     rows are kept.
@@ -521,14 +524,23 @@ def _join_launches(kernels: pd.DataFrame, api: pd.DataFrame) -> tuple[np.ndarray
     return found, m
 
 
-def _launch_api(target: pd.Series, names: pd.Series, found: np.ndarray | None, m: np.ndarray):
-    """The kernels' ``launch_api`` column: ``target`` with the API ``names`` of the calls
-    :func:`_join_launches` matched; and which kernels CUDA graphs launched."""
-    launch = _merge_names(target, names, found, m)
-    # Tested once per distinct API name (np.char on the column would widen every row to the longest name).
-    is_graph = np.array(["GraphLaunch" in str(c) for c in launch.categories], dtype=bool)
-    graph = is_graph[launch.codes] & (launch.codes >= 0) if len(is_graph) else np.zeros(len(launch), bool)
-    return launch, graph
+def _graph_launched(target: pd.Series, names: pd.Series, found: np.ndarray | None, m: np.ndarray) -> np.ndarray | None:
+    """Which kernels CUDA graphs launched, by the launch API name ``_merge_names`` gives them
+    (an API call's name where the join matched one, else the importer's): None where no
+    name is a graph launch. Tested once per distinct name, not per kernel."""
+    def graph_codes(col: pd.Series) -> np.ndarray:
+        # One more entry for a missing value's code (-1), which no graph launch has.
+        return np.array(["GraphLaunch" in str(c) for c in col.cat.categories] + [False], dtype=bool)
+
+    source, own = graph_codes(names), graph_codes(target)
+    if not (source.any() or (found is not None and own.any())):
+        return None
+    graph = source[names.cat.codes.to_numpy()[m]]
+    if found is None:
+        return graph
+    out = own[target.cat.codes.to_numpy()]
+    out[found] = graph
+    return out
 
 
 def _merge_names(target: pd.Series, source: pd.Series, rows: np.ndarray | None, src_rows: np.ndarray) -> pd.Categorical:

@@ -478,7 +478,7 @@ def _kernels(db: _Db, table: str, strings, where) -> pd.DataFrame:
     for src, dst in (("gridX", "grid_x"), ("gridY", "grid_y"), ("gridZ", "grid_z"),
                      ("blockX", "block_x"), ("blockY", "block_y"), ("blockZ", "block_z")):
         cols[dst] = _ints(k, src, where, KERNEL, default=-1)
-    cols["graph"] = k["graphNodeId"].notna().to_numpy() if "graphNodeId" in k else np.zeros(n, bool)
+    cols["graph"] = pd.notna(k["graphNodeId"].array) if "graphNodeId" in k else np.zeros(n, bool)
     # One frame of the columns as they are: setting columns one by one would copy each.
     return pd.DataFrame(cols, copy=False)
 
