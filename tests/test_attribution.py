@@ -53,17 +53,21 @@ def test_launch_match_is_the_first_row_of_the_same_pair(corr_span, npids):
     assert (by_corr == _naive_first(np.zeros_like(t_corr), t_corr, np.zeros_like(q_corr), q_corr)).all()
 
 
-@pytest.mark.parametrize("case", ["rising", "rising-sparse", "rising-in-one-of-two-processes", "repeated"])
+@pytest.mark.parametrize("case", ["rising", "rising-sparse", "rising-in-one-of-two-processes", "repeated", "other-processes"])
 def test_launch_match_within_one_process(case):
     """One querying process: the search over rising ids (nsys's runtime table), dense or
-    sparse, and the direct-address table give the first row of the pair too."""
+    sparse, and the direct-address table give the first row of the pair too; none where
+    the API calls are all another process's."""
     rng = np.random.default_rng(7)
     steps = rng.integers(1, 10 if case == "rising-sparse" else 3, 500)
     t_corr = np.cumsum(steps) if case != "repeated" else rng.integers(0, 300, 500)
     t_pid = rng.choice([11, 12], 500) if case == "rising-in-one-of-two-processes" else np.full(500, 11)
     q_corr = np.r_[rng.choice(t_corr, 300), rng.integers(0, 2000, 100)]
     q_pid = np.full(400, 11)
-    assert (_match_first(t_pid, t_corr, q_pid, q_corr) == _naive_first(t_pid, t_corr, q_pid, q_corr)).all()
+    if case == "other-processes":
+        t_pid = rng.choice([12, 13], 500)
+    got = _match_first(t_pid, t_corr, q_pid, q_corr)
+    assert (got == _naive_first(t_pid, t_corr, q_pid, q_corr)).all() and (got >= 0).any() == (case != "other-processes")
 
 
 @pytest.mark.parametrize("order", ["rising", "mostly-rising", "random", "falling"])

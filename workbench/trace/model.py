@@ -421,6 +421,8 @@ def _match_first(t_pid: np.ndarray | None, t_corr: np.ndarray, q_pid: np.ndarray
     pids = [None] if q_pid is None else [q_pid[0]] if q_pid.min() == q_pid.max() else pd.unique(q_pid)
     if len(pids) == 1:
         rows = _rows_of(t_pid, pids[0])
+        if rows is not None and not len(rows):  # no call of that process
+            return np.full(len(q_corr), -1, dtype=np.int64)
         # One process's ids, rising row after row (nsys's runtime table): a search finds
         # the only row with each id, and needs no memory beyond its answer.
         pos = find(t_corr if rows is None else t_corr[rows], q_corr)
@@ -500,6 +502,7 @@ def _join_launches(kernels: pd.DataFrame, api: pd.DataFrame) -> tuple[np.ndarray
     tp, tc = (a_pid, a_corr) if valid is None else (a_pid[valid], a_corr[valid])
     known = need & (k_pid >= 0)
     unknown = need & ~known
+    any_unknown = bool(unknown.any())
     if known.all():
         match = _match_first(tp, tc, k_pid, k_corr)
     elif unknown.all():  # Kineto's kernels: no pid known
@@ -514,7 +517,10 @@ def _join_launches(kernels: pd.DataFrame, api: pd.DataFrame) -> tuple[np.ndarray
         match = np.where(match >= 0, valid[np.maximum(match, 0)], -1)
     hit = match >= 0
     found, m = (None, match) if hit.all() else (np.flatnonzero(hit), match[hit])
-    for col, src in (("launch_tid", "tid"), ("launch_start", "start"), ("launch_end", "end"), ("pid", "pid")):
+    # A kernel whose pid is known matched a call of that very process: only the others'
+    # pids change (10M kernels: one 80 MB gather less).
+    columns = (("launch_tid", "tid"), ("launch_start", "start"), ("launch_end", "end"))
+    for col, src in columns + ((("pid", "pid"),) if any_unknown else ()):
         if found is None:  # every kernel matched: no copy of the old column
             _put(kernels, col, api[src].to_numpy()[m])
             continue
