@@ -182,13 +182,16 @@ class _Db:
         if self._pages is not None:
             self._pages.close()
 
-    def read_order(self, tables: list[str]) -> Iterator[str]:
+    def read_order(self, tables: list[str]) -> Iterator[tuple[str, bool]]:
         """``tables`` in the order to :meth:`read` them: those sqlite3 reads first (while the
-        reader threads decode the others), then each as its reader thread finishes."""
+        reader threads decode the others), then each as its reader thread finishes; each
+        with whether its pages were read, so that :meth:`read` needs no sqlite3 (which only
+        the connection's own thread may use)."""
         jobs = self._pages.pending() if self._pages is not None else {}
-        yield from (t for t in tables if t not in jobs)
+        yield from ((t, False) for t in tables if t not in jobs)
         table_of = {jobs[t]: t for t in tables if t in jobs}
-        yield from (table_of[done] for done in as_completed(table_of))
+        for done in as_completed(table_of):
+            yield table_of[done], done.exception() is None and done.result() is not None
 
     def read(self, table: str) -> pd.DataFrame:
         cols = self.wanted(table)
@@ -441,20 +444,36 @@ def _read(db: _Db, where: Path) -> Trace:
     strings = db.strings()
     make = {KERNEL: ("kernels", _kernels), RUNTIME: ("api", _api), NVTX: ("ranges", _ranges),
             MEMCPY: ("memcpy", _copies), MEMSET: ("memset", _copies)}
-    tables, failed = {}, {}
-    # Each table as soon as it has been read: the main thread turns one into its columns
-    # while the reader threads are still decoding the others (0.3-0.5 s sooner at 10M kernels).
-    # That order is the threads', so where several tables are bad, the error told is the one
-    # of the first in the fixed order, as when every table is read in turn.
-    for t in db.read_order([t for t in make if t in db.tables]):
-        key, fn = make[t]
-        try:
-            tables[key] = fn(db, t, strings, where)
-        except TraceFormatError as e:
-            failed[t] = e
+    tables, failed, making = {}, {}, {}
+    # Each table as soon as it has been read, while the reader threads are still decoding
+    # the others (0.3-0.5 s sooner at 10M kernels): one read by sqlite3 on this thread, the
+    # event tables read from their pages on two more, so that the last ones read are not
+    # made one after the other (0.3 s at 10M kernels). That order is the threads', so where
+    # several tables are bad, the error told is the one of the first in the fixed order, as
+    # when every table is read in turn.
+    with ThreadPoolExecutor(2, thread_name_prefix="workbench-tables") as pool:
+        for t, paged in db.read_order([t for t in make if t in db.tables]):
+            key, fn = make[t]
+            if paged and t in _MADE_ANYWHERE:
+                making[t] = pool.submit(fn, db, t, strings, where)
+                continue
+            try:
+                tables[key] = fn(db, t, strings, where)
+            except TraceFormatError as e:
+                failed[t] = e
+        for t, job in making.items():
+            try:
+                tables[make[t][0]] = job.result()
+            except TraceFormatError as e:
+                failed[t] = e
     if failed:
         raise failed[next(t for t in make if t in failed)]
     return build(tables, _meta(db, strings), str(where))
+
+
+# Tables made from their columns alone (nothing more asked of the connection): when their
+# pages were read, any thread may make them.
+_MADE_ANYWHERE = (KERNEL, RUNTIME, NVTX)
 
 
 def _kernels(db: _Db, table: str, strings, where) -> pd.DataFrame:
