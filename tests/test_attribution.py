@@ -5,6 +5,7 @@ computations on real traces."""
 from __future__ import annotations
 
 import json
+import pickle
 import shutil
 from pathlib import Path
 
@@ -206,6 +207,9 @@ def test_paths_are_made_after_the_import_returns_and_waited_for_when_asked(monke
     eager = import_file(reference("nsys-kvwrite-unfused.sqlite.gz"))
     for table in model.TABLES:
         pd.testing.assert_frame_equal(trace.tables[table], eager.tables[table], check_exact=True)
+    copied = pickle.loads(pickle.dumps(import_file(reference("nsys-kvwrite-unfused.sqlite.gz"))))
+    for table in model.TABLES:
+        pd.testing.assert_frame_equal(copied.tables[table], eager.tables[table], check_exact=True)
 
 
 @pytest.mark.parametrize("names", [["a", "b"], ["", "x"], [NO_RANGE, "z"], ["", NO_RANGE, NO_LAUNCH, " ", "zz"], []])

@@ -313,6 +313,14 @@ class BuiltTables(MutableMapping):
     def __len__(self) -> int:
         return len(self._frames)
 
+    def __getstate__(self) -> dict:  # a copied or pickled trace has every column
+        for table in list(self._pending):
+            self._finish(table, SCHEMA[table])
+        return {"frames": self._frames}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["frames"], {})
+
 
 def _made_later(table: str, col: str, raw: pd.DataFrame) -> bool:
     """Whether build makes the column after typing the importer's ``raw`` table: a derived
