@@ -7,8 +7,8 @@
  * over the positions below, so any order gives numpy's answer.
  *
  * The trace model asks two more questions on the way: where each kernel's correlation id is
- * among the (strictly rising) ids of the API calls (`find`), and which range is innermost at
- * each launch time (`state_at`). Both are answered in the same pass as the search: numpy
+ * among the (strictly rising) ids of the API calls (FIND), and which range is innermost at
+ * each launch time (STATE). Both are answered in the same pass as the search: numpy
  * needs an array of positions, then a gather and a mask over it (80 MB and two passes more
  * each for 10M kernels).
  */
@@ -67,97 +67,45 @@ static int int64_buffer(PyObject *obj, Py_buffer *view, const char *what, int wr
     return 0;
 }
 
-/* The buffers of one call: an answer per query. */
-typedef struct {
-    Py_buffer a, q, out, state;
-    int n_views;
-} Views;
+PyDoc_STRVAR(lookup_doc,
+"lookup(a, q, out, mode, state) -> bool\n\n"
+"a: ascending int64; q: int64 queries (fastest when mostly rising); out: int64 of q's length,\n"
+"all C-contiguous. By mode, out[i] is numpy.searchsorted(a, q[i], side) for mode 0 (left) or\n"
+"1 (right); 2: the position of q[i] in a, -1 where a lacks it, for a rising strictly (else\n"
+"False is returned, out untouched); 3: state[searchsorted(a, q[i], 'right') - 1], the state\n"
+"in force at each time, -1 before a[0] (state: int64 of a's length; None for other modes).");
 
-static void release(Views *v) {
-    Py_buffer *all[] = {&v->a, &v->q, &v->out, &v->state};
-    for (int i = 0; i < v->n_views; i++) PyBuffer_Release(all[i]);
-}
-
-/* Takes a, q, out (and state when given); 0 on success, -1 with an exception. */
-static int views(Views *v, PyObject *a, PyObject *q, PyObject *out, PyObject *state) {
-    PyObject *objs[] = {a, q, out, state};
-    Py_buffer *all[] = {&v->a, &v->q, &v->out, &v->state};
-    const char *names[] = {"a", "q", "out", "state"};
-    v->n_views = 0;
-    for (int i = 0; i < 4 && (i < 3 || state); i++) {
-        if (int64_buffer(objs[i], all[i], names[i], i == 2) < 0) {
-            release(v);
-            return -1;
-        }
-        v->n_views++;
+static PyObject *lookup(PyObject *self, PyObject *args) {
+    PyObject *objs[4];
+    int mode;
+    if (!PyArg_ParseTuple(args, "OOOiO", &objs[0], &objs[1], &objs[2], &mode, &objs[3])) return NULL;
+    if (mode < LEFT || mode > STATE || (mode == STATE) == (objs[3] == Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "mode: 0-3; state: given for mode 3 only");
+        return NULL;
     }
-    if (v->out.len != v->q.len || (state && v->state.len != v->a.len)) {
-        release(v);
-        PyErr_SetString(PyExc_ValueError, state ? "out and q, or state and a, differ in length" : "out and q differ in length");
-        return -1;
+    static const char *names[] = {"a", "q", "out", "state"};
+    Py_buffer v[4];
+    int n_views = mode == STATE ? 4 : 3, got = 0, rising = 1;
+    while (got < n_views && int64_buffer(objs[got], &v[got], names[got], got == 2) == 0) got++;
+    int failed = got < n_views;
+    if (!failed && (v[2].len != v[1].len || (mode == STATE && v[3].len != v[0].len))) {
+        PyErr_SetString(PyExc_ValueError, "out and q, or state and a, differ in length");
+        failed = 1;
     }
-    return 0;
-}
-
-static void run(Views *v, int mode) {
-    Py_BEGIN_ALLOW_THREADS
-    search(v->a.buf, v->a.len / 8, v->q.buf, v->q.len / 8, mode, v->n_views > 3 ? v->state.buf : NULL, v->out.buf);
-    Py_END_ALLOW_THREADS
-}
-
-PyDoc_STRVAR(searchsorted_doc,
-"searchsorted(a, q, right, out) -> None\n\n"
-"out[:] = numpy.searchsorted(a, q, side='right' if right else 'left'); a: ascending int64,\n"
-"q: int64 (fastest when mostly rising), out: int64 of q's length, all C-contiguous buffers.");
-
-static PyObject *searchsorted(PyObject *self, PyObject *args) {
-    PyObject *a, *q, *out;
-    int right;
-    Views v;
-    if (!PyArg_ParseTuple(args, "OOpO", &a, &q, &right, &out) || views(&v, a, q, out, NULL) < 0) return NULL;
-    run(&v, right ? RIGHT : LEFT);
-    release(&v);
-    Py_RETURN_NONE;
-}
-
-PyDoc_STRVAR(find_doc,
-"find(a, q, out) -> bool\n\n"
-"Where a rises strictly: out[i] = the position of q[i] in a, -1 where a lacks it, and True.\n"
-"False (out untouched) where a does not rise strictly. Buffers as for searchsorted.");
-
-static PyObject *find(PyObject *self, PyObject *args) {
-    PyObject *a, *q, *out;
-    Views v;
-    if (!PyArg_ParseTuple(args, "OOO", &a, &q, &out) || views(&v, a, q, out, NULL) < 0) return NULL;
-    const int64_t *x = v.a.buf;
-    Py_ssize_t n = v.a.len / 8, i = 1;
-    Py_BEGIN_ALLOW_THREADS
-    while (i < n && x[i] > x[i - 1]) i++;
-    Py_END_ALLOW_THREADS
-    int rising = i >= n;
-    if (rising) run(&v, FIND);
-    release(&v);
-    return PyBool_FromLong(rising);
-}
-
-PyDoc_STRVAR(state_at_doc,
-"state_at(times, state, t, out) -> None\n\n"
-"out[i] = state[numpy.searchsorted(times, t[i], side='right') - 1], or -1 where t[i] is\n"
-"before times[0]: the state in force at each time. times: ascending, state: as long.");
-
-static PyObject *state_at(PyObject *self, PyObject *args) {
-    PyObject *times, *state, *t, *out;
-    Views v;
-    if (!PyArg_ParseTuple(args, "OOOO", &times, &state, &t, &out) || views(&v, times, t, out, state) < 0) return NULL;
-    run(&v, STATE);
-    release(&v);
-    Py_RETURN_NONE;
+    if (!failed) {
+        const int64_t *a = v[0].buf;
+        Py_ssize_t n = v[0].len / 8;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 1; mode == FIND && rising && i < n; i++) rising = a[i] > a[i - 1];
+        if (rising) search(a, n, v[1].buf, v[1].len / 8, mode, mode == STATE ? v[3].buf : NULL, v[2].buf);
+        Py_END_ALLOW_THREADS
+    }
+    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    return failed ? NULL : PyBool_FromLong(rising);
 }
 
 static PyMethodDef methods[] = {
-    {"searchsorted", searchsorted, METH_VARARGS, searchsorted_doc},
-    {"find", find, METH_VARARGS, find_doc},
-    {"state_at", state_at, METH_VARARGS, state_at_doc},
+    {"lookup", lookup, METH_VARARGS, lookup_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -10,6 +10,9 @@ except ImportError:  # built where the install had a C compiler
     _accel = None
 
 
+_FIND, _STATE = 2, 3  # the accelerator's modes, after searchsorted's left and right
+
+
 def _int64s(*arrays: np.ndarray) -> bool:
     return _accel is not None and all(a.dtype == np.int64 for a in arrays)
 
@@ -22,7 +25,7 @@ def searchsorted(a: np.ndarray, q: np.ndarray, side: str = "left") -> np.ndarray
     if not _int64s(a, q):
         return np.searchsorted(a, q, side=side)
     out = np.empty(len(q), dtype=np.int64)  # numpy asks for huge pages for it: fewer faults
-    _accel.searchsorted(np.ascontiguousarray(a), np.ascontiguousarray(q), side == "right", out)
+    _accel.lookup(np.ascontiguousarray(a), np.ascontiguousarray(q), out, int(side == "right"), None)
     return out
 
 
@@ -33,7 +36,7 @@ def find(a: np.ndarray, q: np.ndarray) -> np.ndarray | None:
         return np.full(len(q), -1, dtype=np.int64)
     if _int64s(a, q):
         out = np.empty(len(q), dtype=np.int64)
-        return out if _accel.find(np.ascontiguousarray(a), np.ascontiguousarray(q), out) else None
+        return out if _accel.lookup(np.ascontiguousarray(a), np.ascontiguousarray(q), out, _FIND, None) else None
     if not (a[1:] > a[:-1]).all():
         return None
     pos = np.searchsorted(a, q)
@@ -49,7 +52,7 @@ def state_at(times: np.ndarray, state: np.ndarray, t: np.ndarray) -> np.ndarray:
         return np.full(len(t), -1, dtype=np.int64)
     if _int64s(times, state, t):
         out = np.empty(len(t), dtype=np.int64)
-        _accel.state_at(np.ascontiguousarray(times), np.ascontiguousarray(state), np.ascontiguousarray(t), out)
+        _accel.lookup(np.ascontiguousarray(times), np.ascontiguousarray(t), out, _STATE, np.ascontiguousarray(state))
         return out
     idx = np.searchsorted(times, t, side="right")
     idx -= 1
