@@ -8,8 +8,8 @@ downstream (analysis, figures, reports) reads only these tables.
 from __future__ import annotations
 
 import re
-from collections.abc import MutableMapping
 import threading
+from collections.abc import MutableMapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
