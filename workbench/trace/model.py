@@ -607,23 +607,16 @@ def attribute(kernels: pd.DataFrame, n_ranges: int) -> tuple[dict[str, np.ndarra
     start, end = kernels["start"].to_numpy(), kernels["end"].to_numpy()
     graph = kernels["graph"].to_numpy()
     graphed = graph.any()
-    per_range = _range_totals(rid, start, end, graph if graphed else None, n_ranges)
-    dur = has = None
+    args = (rid, start, end, graph if graphed else None, n_ranges)
+    per_range = _range_totals(*args)
     if per_range is None:
-        dur, has = end - start, rid >= 0
-        within = _masked(rid, has)
-        per_range = {
-            "kernels": np.bincount(within, minlength=n_ranges).astype(np.int64),
-            "gpu_time_ns": group_sums(within, _masked(dur, has), n_ranges),
-            "graph_kernels": (np.bincount(rid[has & graph], minlength=n_ranges).astype(np.int64) if graphed
-                              else np.zeros(n_ranges, dtype=np.int64)),
-        }
+        per_range = _range_totals_numpy(*args)
     if int(per_range["kernels"].sum()) == len(rid):  # every kernel in a range (so launched): no mask per status
         zero = {"kernels": 0, "gpu_time_ns": 0, "graph_kernels": 0}
         inside = {"kernels": len(rid), "gpu_time_ns": int(per_range["gpu_time_ns"].sum()),
                   "graph_kernels": int(per_range["graph_kernels"].sum())}
         return per_range, {status: inside if status == "range" else dict(zero) for status in STATUSES}
-    dur, has = (end - start, rid >= 0) if dur is None else (dur, has)
+    dur, has = end - start, rid >= 0
     nolaunch = kernels["launch_tid"].to_numpy() < 0
     totals = {
         status: {"kernels": int(m.sum()), "gpu_time_ns": int(_masked(dur, m).sum()),
@@ -642,6 +635,18 @@ def _range_totals(rid: np.ndarray, start: np.ndarray, end: np.ndarray, graph: np
     flag = None if graph is None else np.ascontiguousarray(graph, dtype=bool)
     rows = [np.ascontiguousarray(a) for a in (rid, start, end)]
     return out if _totals(*rows, flag, out["kernels"], out["gpu_time_ns"], out["graph_kernels"]) else None
+
+
+def _range_totals_numpy(rid: np.ndarray, start: np.ndarray, end: np.ndarray, graph: np.ndarray | None, n: int):
+    """:func:`_range_totals` by numpy: a pass per total."""
+    has = rid >= 0
+    within = _masked(rid, has)
+    return {
+        "kernels": np.bincount(within, minlength=n).astype(np.int64),
+        "gpu_time_ns": group_sums(within, _masked(end - start, has), n),
+        "graph_kernels": (np.bincount(rid[has & graph], minlength=n).astype(np.int64) if graph is not None
+                          else np.zeros(n, dtype=np.int64)),
+    }
 
 
 def _masked(a: np.ndarray, mask: np.ndarray) -> np.ndarray:

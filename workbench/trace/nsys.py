@@ -444,7 +444,7 @@ def _read(db: _Db, where: Path) -> Trace:
     strings = db.strings()
     make = {KERNEL: ("kernels", _kernels), RUNTIME: ("api", _api), NVTX: ("ranges", _ranges),
             MEMCPY: ("memcpy", _copies), MEMSET: ("memset", _copies)}
-    tables, failed, making = {}, {}, {}
+    making: dict[str, Future] = {}
     # Each table as soon as it has been read, while the reader threads are still decoding
     # the others (0.3-0.5 s sooner at 10M kernels): one read by sqlite3 on this thread, the
     # event tables read from their pages on two more, so that the last ones read are not
@@ -453,22 +453,20 @@ def _read(db: _Db, where: Path) -> Trace:
     # when every table is read in turn.
     with ThreadPoolExecutor(2, thread_name_prefix="workbench-tables") as pool:
         for t, paged in db.read_order([t for t in make if t in db.tables]):
-            key, fn = make[t]
-            if paged and t in _MADE_ANYWHERE:
-                making[t] = pool.submit(fn, db, t, strings, where)
-                continue
-            try:
-                tables[key] = fn(db, t, strings, where)
-            except TraceFormatError as e:
-                failed[t] = e
-        for t, job in making.items():
-            try:
-                tables[make[t][0]] = job.result()
-            except TraceFormatError as e:
-                failed[t] = e
-    if failed:
-        raise failed[next(t for t in make if t in failed)]
+            anywhere = paged and t in _MADE_ANYWHERE
+            making[t] = (pool.submit if anywhere else _made)(make[t][1], db, t, strings, where)
+        tables = {key: making[t].result() for t, (key, _) in make.items() if t in making}
     return build(tables, _meta(db, strings), str(where))
+
+
+def _made(fn, *args) -> Future:
+    """``fn(*args)`` made on this thread, its result or format error held as a thread's is."""
+    done: Future = Future()
+    try:
+        done.set_result(fn(*args))
+    except TraceFormatError as e:
+        done.set_exception(e)
+    return done
 
 
 # Tables made from their columns alone (nothing more asked of the connection): when their
