@@ -44,8 +44,8 @@ def _import_file():
     """``workbench.trace.import_file`` with its importers' modules loaded, as the join's task
     loads ``sqlite3`` before its clock starts: the tasks time reading a trace, not loading
     (and, without cached bytecode, compiling) Python modules."""
-    import workbench.trace.kineto  # noqa: F401
-    import workbench.trace.nsys  # noqa: F401
+    import workbench.trace.readers.kineto  # noqa: F401
+    import workbench.trace.readers.nsys  # noqa: F401
     from workbench.trace import import_file
 
     return import_file

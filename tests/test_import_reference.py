@@ -129,7 +129,7 @@ def test_stored_nsys_tables_exact_with_integers_delta_encoded(reference, store):
 
 
 def test_layer_pattern_variants():
-    from workbench.trace import layer_pattern
+    from workbench.analysis.layers import layer_pattern
 
     rx = layer_pattern()
     for name, idx in [("layer_03", 3), ("layers.3", 3), ("model.layers.3.self_attn", 3),

@@ -302,7 +302,7 @@ def test_what_the_scanner_declines_gets_the_other_paths_result(tmp_path, monkeyp
     other = KERNEL.replace('"name": "k"', '"name": "other"') % ARGS
     path = tmp_path / "declined.json"
     path.write_text('{"traceEvents": [' + other + ",\n" + DECLINED[case] + "]}", encoding="utf-8")
-    from workbench.trace import _kineto_scan
+    from workbench.trace.readers.kineto import _kineto_scan
 
     assert _kineto_scan.scan(("[" + DECLINED[case] + "]").encode()) is None
     fast, all_scanned = outcome(path, monkeypatch, True)
@@ -312,7 +312,7 @@ def test_what_the_scanner_declines_gets_the_other_paths_result(tmp_path, monkeyp
 
 
 def test_bad_utf8_is_declined(tmp_path, monkeypatch):
-    from workbench.trace import _kineto_scan
+    from workbench.trace.readers.kineto import _kineto_scan
 
     good = (KERNEL % ARGS).encode()
     for bad in (b"\xff", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe2\x82"):
@@ -402,7 +402,7 @@ def test_scanner_declines_a_repeated_layout_gone_bad(tmp_path, monkeypatch):
                 good.replace('"name": "k"', '"ph": "X", "name": "k"'), good.replace('"name": "k"', '"cat": "kernel", "name": "k"'),
                 good.replace('"ts": 10.5', '"ts": 10.5 ').replace('"dur": 2', '"dur": 2, "ts": 3')):
         text = "[" + ",".join([good] * 50 + [bad] + [good] * 5) + "]"
-        from workbench.trace import _kineto_scan
+        from workbench.trace.readers.kineto import _kineto_scan
 
         assert _kineto_scan.scan(text.encode()) is None, bad
 
@@ -421,7 +421,7 @@ def test_cpu_ops_after_gpu_events_are_checked_not_kept(tmp_path, monkeypatch):
     """Once a piece held GPU events, the scanner makes no rows of cpu_op events (``_Tables.add``
     drops them), but still checks them: a bad one is reported as the other paths report it,
     by one reader or by several sharing what they saw."""
-    from workbench.trace import _kineto_scan
+    from workbench.trace.readers.kineto import _kineto_scan
 
     op = '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 5, "tid": 5, "ts": %d, "dur": 1, "args": {"pad": "%s"}}'
     body = ",".join(op % (10 + i, "p" * 200) for i in range(100)).encode()

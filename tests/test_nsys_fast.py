@@ -389,7 +389,7 @@ def _random_table(path: Path, ncols: int, rows: int, seed: int) -> list[str]:
 def test_reader_matches_sqlite_over_many_record_shapes(tmp_path, ncols):
     """The page reader against sqlite3 on records of hundreds of header shapes, alike shapes
     holding different values, and headers too long to be cached."""
-    pages = pytest.importorskip("workbench.trace._sqlite_pages")
+    pages = pytest.importorskip("workbench.trace.readers.nsys._sqlite_pages")
     path = tmp_path / "shapes.sqlite"
     cols = _random_table(path, ncols, 4000, seed=ncols)
     want = [0, 1, *range(2, len(cols), 3)]  # the rowid, the text and every third integer

@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import WorkbenchError
-from ..trace.model import Trace, group_sums
+from ..trace.build.attribution import group_sums
+from ..trace.schema import Trace
 from .projection import NO_LAUNCH, NO_RANGE, project
 
 STEP_REGEX = r"^(step|ProfilerStep)"

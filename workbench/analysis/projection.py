@@ -15,7 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pandas as pd
 
-from ..trace.model import Trace, layer_pattern
+from ..trace.schema import Trace
+from .layers import layer_pattern
 from ..trace.names import code_dtype
 
 NO_RANGE = "(no range)"

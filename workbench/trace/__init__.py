@@ -1,17 +1,19 @@
-"""Trace layer: the normalized model, importers and the store.
+"""Trace layer: the normalized tables, the readers that make them, and the store.
 
 ``import_file(path)`` reads any supported capture (chosen by content), ``open_trace(src)``
 also accepts a stored trace's name or directory, ``save(trace, name)`` stores one atomically.
+``ImportOptions`` says how an import may use the machine (threads, memory policy).
 """
 
 from __future__ import annotations
 
-from .model import SCHEMA, TABLES, Trace, layer_pattern
+from .open import import_file, open_trace
+from .options import ImportOptions
+from .schema import SCHEMA, TABLES, Trace
 from .store import default_root, list_traces, save
 from .store import load as load_dir
-from .detect import import_file, open_trace
 
 __all__ = [
-    "SCHEMA", "TABLES", "Trace", "layer_pattern", "default_root", "list_traces", "save",
+    "SCHEMA", "TABLES", "Trace", "ImportOptions", "default_root", "list_traces", "save",
     "load_dir", "import_file", "open_trace",
 ]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import WorkbenchError
-from .model import SCHEMA, TABLES, Trace
+from .schema import SCHEMA, STATUSES, TABLES, Trace
 
 MANIFEST = "manifest.json"
 # Hidden directories of a save: the trace being written, and the old one moved aside to be
@@ -235,8 +235,6 @@ def load(path: str | os.PathLike) -> Trace:
 
 
 def _attribution_ok(totals) -> bool:
-    from .model import STATUSES
-
     return isinstance(totals, dict) and all(isinstance(totals.get(s), dict) for s in STATUSES)
 
 
@@ -311,7 +309,7 @@ class StoredTables(MutableMapping):
     def _derive(self, table: str, col: str):
         import pandas as pd
 
-        from .model import innermost_ranges
+        from .build.attribution import innermost_ranges
 
         if table == "kernels":
             k = self.columns("kernels", ["pid", "launch_tid", "launch_start"])
@@ -320,9 +318,9 @@ class StoredTables(MutableMapping):
         return pd.Series(self.attribution()[0][col], name=col)
 
     def attribution(self):
-        """``model.attribute`` of the stored kernels (what format 1 did not store), once."""
+        """``build.attribution.attribute`` of the stored kernels (what format 1 did not store), once."""
         if self._attribution is None:
-            from .model import attribute
+            from .build.attribution import attribute
 
             k = self.columns("kernels", ["start", "end", "graph", "launch_tid", "range_id"])
             self._attribution = attribute(k, self.rows("ranges"))
@@ -382,9 +380,9 @@ def _checked(table: str, df, f: Path, cols: list[str]):
 
     if all(ok(c, SCHEMA[table][c]) for c in cols):
         return df
-    from .model import _typed
+    from .schema import typed
 
-    return _typed(table, df, str(f), cols)
+    return typed(table, df, str(f), cols)
 
 
 def _check_tree(r, f: Path) -> None:

@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..analysis.diff import STEP_REGEX, TraceDiff
 from ..analysis.projection import project
-from ..trace.model import Trace
+from ..trace.schema import Trace
 from .colors import RANGE_FILL, SIDE, kernel_color, range_color, variant_color
 
 FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13)

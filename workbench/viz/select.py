@@ -17,7 +17,8 @@ import pandas as pd
 from ..analysis.diff import STEP_REGEX, step_free
 from ..analysis.projection import project, trace_layers
 from ..errors import WorkbenchError
-from ..trace.model import Trace, layer_pattern
+from ..analysis.layers import layer_pattern
+from ..trace.schema import Trace
 
 
 def range_keys(trace: Trace, step_regex: str = STEP_REGEX) -> pd.Series:

@@ -20,7 +20,7 @@ from ..analysis.diff import Alignment, TraceDiff, diff
 from ..analysis.projection import NO_LAUNCH, NO_RANGE
 from ..analysis.tables import BY, summary
 from ..trace import open_trace
-from ..trace.model import Trace
+from ..trace.schema import Trace
 from ..trace.store import list_traces
 from . import figures
 from .colors import STATUS, STATUS_TEXT

@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
+from ..schema import set_column
 from .search import searchsorted, state_at
 
 try:
@@ -45,7 +47,7 @@ def _events(start: np.ndarray, end: np.ndarray, live: np.ndarray):
     range first, then the lower index; among ends the later-started (inner) range first, then
     the higher index. Starts and ends are sorted apart and merged, a fraction of the work of
     sorting all events by four keys; the starts are not sorted at all when they come in that
-    order already (as ``model._nested`` gives them).
+    order already (as :func:`nested` gives them).
     """
     ids = np.flatnonzero(live)
     s, e = start[ids], end[ids]
@@ -155,7 +157,7 @@ def _nest_any(start: np.ndarray, end: np.ndarray, live: np.ndarray):
 
 def _stack_walk(start: np.ndarray, end: np.ndarray):
     """(parent, depth, times, state) from the ``_range_stack`` accelerator: one pass for
-    ranges sorted by start that nest properly (as ``model._nested`` sorts them); None where
+    ranges sorted by start that nest properly (as :func:`nested` sorts them); None where
     it declines (crossing ranges, another order) or was not built."""
     if _nest_sorted is None:
         return None
@@ -182,3 +184,50 @@ def _depths(parent: np.ndarray) -> np.ndarray:
         up[active] = up[nxt]
         active = active[up[active] >= 0]
     return dist
+
+
+def _is_sorted(keys: list[np.ndarray], ascending: list[bool]) -> bool:
+    """Whether the rows are in the order a stable sort by ``keys`` would give them."""
+    tied = None
+    for k, up in zip(keys, ascending):
+        a, b = k[:-1], k[1:]
+        wrong = b < a if up else b > a
+        if (wrong if tied is None else wrong & tied).any():
+            return False
+        tied = b == a if tied is None else tied & (b == a)
+        if not tied.any():
+            return True
+    return True
+
+
+def nest_threads(ranges: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Parent (range id) and depth of each range, and each thread's first range and timeline
+    keyed by (pid, tid), for ranges sorted by (pid, tid, start)."""
+    n = len(ranges)
+    parent = np.full(n, -1, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int64)
+    pid, tid = ranges["pid"].to_numpy(), ranges["tid"].to_numpy()
+    start, end = ranges["start"].to_numpy(), ranges["end"].to_numpy()
+    timelines = {}
+    for lo, hi in thread_blocks(pid, tid):
+        p, d, timeline = nest(start[lo:hi], end[lo:hi])
+        parent[lo:hi] = np.where(p >= 0, p + lo, -1)
+        depth[lo:hi] = d
+        timelines[(int(pid[lo]), int(tid[lo]))] = (int(lo), timeline)
+    return parent, depth, timelines
+
+
+def nested(ranges: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, dict]:
+    """Ranges sorted by (pid, tid, start) with their id, parent and depth per thread (the
+    path is left to :func:`paths.range_paths`), those two arrays, and each thread's first range and
+    timeline keyed by (pid, tid)."""
+    if not len(ranges):
+        return ranges, np.zeros(0, np.int64), np.zeros(0, np.int64), {}
+    keys, ascending = ["pid", "tid", "start", "end"], [True, True, True, False]
+    if not _is_sorted([ranges[k].to_numpy() for k in keys], ascending):  # often they are
+        ranges = ranges.sort_values(keys, ascending=ascending, kind="stable").reset_index(drop=True)
+    parent, depth, timelines = nest_threads(ranges)
+    set_column(ranges, "id", np.arange(len(ranges), dtype=np.int64))
+    set_column(ranges, "parent", parent)
+    set_column(ranges, "depth", depth)
+    return ranges, parent, depth, timelines

@@ -19,7 +19,6 @@ A large uncompressed file is read by several threads, each a range of pieces (se
 
 from __future__ import annotations
 
-import gc
 import gzip
 import mmap
 import os
@@ -27,7 +26,6 @@ import re
 import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from functools import cache
 from itertools import chain as _chain
 from pathlib import Path
@@ -37,10 +35,11 @@ from typing import Annotated, Any, Optional, Union
 import numpy as np
 import pandas as pd
 
-from ..errors import TraceFormatError
-from .model import Trace, build
-from .names import code_dtype, constant, short_names
-from .nesting import nest, thread_blocks
+from ....errors import TraceFormatError
+from ...options import DEFAULT, ImportOptions
+from ...schema import RawTables
+from ...names import code_dtype, constant, short_names
+from ...build.nesting import nest, thread_blocks
 
 _HEAD = 1 << 20  # the first read, which holds the header of most files
 _CHUNK = 8 << 20
@@ -815,7 +814,7 @@ class _Tables:
         for k, v in counts.items():
             self.counts[k] += v
 
-    def trace(self, header: dict) -> Trace:
+    def raw(self, header: dict) -> RawTables:
         where = self.where
         for (pid, tid), stack in self.open_b.items():
             if stack:
@@ -846,44 +845,28 @@ class _Tables:
         if not self.gpu_events and ops.pieces:
             tables["kernels"] = _cpu_work_units(ops.frame({"name": names["cpu_ops"]}))
 
-        meta = _meta(header, self.counts, self.gpu_events)
-        return build(tables, meta, str(where))
+        return RawTables(tables, _meta(header, self.counts, self.gpu_events))
 
 
-@contextmanager
-def _gc_off():
-    """The cyclic GC would walk the millions of objects each piece makes for nothing: none of
-    them is in a reference cycle."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
-
-
-def read_kineto(path: str | Path, workers: int | None = None) -> Trace:
+def read_kineto(path: str | Path, options: ImportOptions = DEFAULT) -> RawTables:
     """Imports a torch.profiler trace (``.json`` or ``.json.gz``).
 
-    ``workers``: how many threads read an uncompressed file, in ranges that shrink along it
-    (see ``kineto_parallel``); by default one per CPU, but no more than ranges of
-    ``_RANGE_MIN`` bytes. The result does not depend on it.
+    An uncompressed file is read by ``options.threads`` threads, in ranges that shrink along
+    it (see ``kineto_parallel``). The result does not depend on how many.
     """
     path = Path(path)
-    threads = _threads(path, workers)
+    threads = _threads(path, options)
     stops = _range_stops(path, _CHUNK, threads * _RANGES_PER_THREAD) if threads > 1 else []
-    with _gc_off():
-        tables, header = _read(path, _CHUNK, stops, threads)
-    return tables.trace(header)
+    tables, header = _read(path, _CHUNK, stops, threads, options)
+    return tables.raw(header)
 
 
-def _read(path: Path, chunk: int, stops: list[int], threads: int = 1) -> tuple[_Tables, dict]:
+def _read(path: Path, chunk: int, stops: list[int], threads: int, options: ImportOptions) -> tuple[_Tables, dict]:
     if stops:
-        from .kineto_parallel import read_parallel
+        from .parallel import read_parallel
 
         try:
-            return read_parallel(path, chunk, stops, threads)
+            return read_parallel(path, chunk, stops, threads, options)
         except _OnePass:
             pass
     tables = _Tables(path)
@@ -893,14 +876,12 @@ def _read(path: Path, chunk: int, stops: list[int], threads: int = 1) -> tuple[_
     return tables, reader.header
 
 
-def _threads(path: Path, workers: int | None) -> int:
-    """How many threads read the file: 1 for one pass."""
+def _threads(path: Path, options: ImportOptions) -> int:
+    """How many threads read the file: 1 for one pass; no more than ranges of ``_RANGE_MIN``
+    bytes."""
     if _gzipped(path):
         return 1  # a gzip stream cannot be entered in the middle
-    if workers is None:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        workers = min(cpus, path.stat().st_size // _RANGE_MIN)
-    return max(workers, 1)
+    return options.workers(path.stat().st_size // _RANGE_MIN)
 
 
 def _range_stops(path: Path, chunk: int, ranges: int) -> list[int]:

@@ -1,4 +1,5 @@
-"""Pick the importer by content (gzip, SQLite and JSON magic), not by file extension."""
+"""The readers, one per source format, and the choice among them by content (gzip, SQLite
+and JSON magic), not by file extension. Each reader is ``read(path, options) -> RawTables``."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import os
 import zlib
 from pathlib import Path
 
-from ..errors import TraceFormatError, WorkbenchError
-from .model import Trace
+from ...errors import TraceFormatError, WorkbenchError
+from ..options import DEFAULT, ImportOptions
+from ..schema import RawTables
 
 _SQLITE = b"SQLite format 3\x00"
 _GZIP = b"\x1f\x8b"
@@ -52,38 +54,13 @@ def sniff(path: str | os.PathLike) -> str:
     raise TraceFormatError(path, "not a trace: expected an Nsight Systems SQLite export, an .nsys-rep, or torch.profiler JSON")
 
 
-def import_file(path: str | os.PathLike) -> Trace:
-    """Import any supported capture file into a normalized :class:`Trace`."""
-    from .allocator import return_freed_memory
-
-    path = Path(path)
+def read(path: Path, options: ImportOptions = DEFAULT) -> RawTables:
+    """The raw tables of any supported capture file, read by the reader its content calls for."""
     kind = sniff(path)
-    if kind != "kineto":  # see allocator: where memory binds, not where speed does
-        return_freed_memory()
     if kind == "kineto":
         from .kineto import read_kineto
 
-        trace = read_kineto(path)
-    else:
-        from .nsys import read_nsys, read_nsys_rep
+        return read_kineto(path, options)
+    from .nsys import read_nsys, read_nsys_rep
 
-        trace = read_nsys(path) if kind == "nsys-sqlite" else read_nsys_rep(path)
-    trace.meta.setdefault("source", {})
-    trace.meta["source"].update({"file": path.name, "bytes": path.stat().st_size})
-    return trace
-
-
-def open_trace(src: str | os.PathLike, root: str | os.PathLike | None = None) -> Trace:
-    """A stored trace (name under ``root`` or its directory) or any importable file."""
-    from .store import check_name, default_root, is_trace_dir, load
-
-    p = Path(src)
-    if is_trace_dir(p):
-        return load(p)
-    if not p.exists() and isinstance(src, str) and os.sep not in src:
-        stored = Path(root) if root is not None else default_root()
-        check_name(src)
-        if is_trace_dir(stored / src):
-            return load(stored / src)
-        raise WorkbenchError(src, f"no such file, and no stored trace of that name under {stored}/")
-    return import_file(p)
+    return read_nsys(path, options) if kind == "nsys-sqlite" else read_nsys_rep(path, options)

@@ -11,13 +11,13 @@ come out as from one pass.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .kineto import _Reader, _Tables
+from . import _Reader, _Tables
+from ...options import ImportOptions
 
 
-def read_parallel(path: Path, chunk: int, stops: list[int], threads: int | None = None) -> tuple[_Tables, dict]:
+def read_parallel(path: Path, chunk: int, stops: list[int], threads: int, options: ImportOptions) -> tuple[_Tables, dict]:
     """The tables and header of the whole file, the ranges ending at ``stops`` and at its end,
     read by ``threads`` threads (one per range by default); raises ``kineto._OnePass`` when a
     range cannot be read apart."""
@@ -25,7 +25,7 @@ def read_parallel(path: Path, chunk: int, stops: list[int], threads: int | None 
     gpu = threading.Event()
     readers = [_Reader(path, chunk, gpu) for _ in ranges]
     done = threading.Event()  # a problem ends the read: the other threads stop early
-    with ThreadPoolExecutor(threads or len(ranges), thread_name_prefix="kineto") as pool:
+    with options.pool(threads, "workbench-kineto") as pool:
         # The last range first: GPU events follow the CPU ops in torch.profiler's files, and
         # once one is seen the CPU ops are only checked (see kineto._Reader.gpu).
         futures = [None] * len(ranges)

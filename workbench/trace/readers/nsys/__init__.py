@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import zlib
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, as_completed
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
@@ -29,9 +29,10 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
-from ..errors import TraceFormatError, WorkbenchError
-from .model import Trace, build
-from .names import categorical, categorical_take, constant
+from ....errors import TraceFormatError, WorkbenchError
+from ...options import DEFAULT, ImportOptions
+from ...schema import RawTables
+from ...names import categorical, categorical_take, constant
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -145,7 +146,7 @@ class _Db:
             raise TraceFormatError(self.where, f"table {table} lacks column(s) {', '.join(missing)}")
         return [c for c in spec["required"] + spec["optional"] if c in have]
 
-    def prefetch(self, db_path: Path) -> None:
+    def prefetch(self, db_path: Path, options: ImportOptions) -> None:
         """Start reading the event tables from the file's pages. Only plain tables qualify:
         with no index (nsys creates none) a table can only be scanned in rowid order, which is
         the order of its pages. Problems found here are left for :meth:`read` to report, in
@@ -176,7 +177,7 @@ class _Db:
         if jobs:
             # Kernels first, whatever the file's order (nsys creates that table late): its wide
             # rows take longest to decode, and the main thread's turn for it comes last.
-            self._pages = _Pages(db_path, {t: jobs[t] for t in COLUMNS if t in jobs})
+            self._pages = _Pages(db_path, {t: jobs[t] for t in COLUMNS if t in jobs}, options)
 
     def close(self) -> None:
         if self._pages is not None:
@@ -266,9 +267,9 @@ class _Pages:
     default (rows written before an ALTER TABLE hold none), or changes still in a journal or
     WAL file. Text is decoded as the sqlite3 connection decodes it (invalid UTF-8 replaced)."""
 
-    def __init__(self, db_path: Path, jobs: dict[str, tuple[int, list[int], list[bool], int]]):
+    def __init__(self, db_path: Path, jobs: dict[str, tuple[int, list[int], list[bool], int]], options: ImportOptions):
         self._path = os.fsencode(db_path)
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="workbench-nsys")
+        self._pool = options.pool(2, "workbench-nsys")
         self._jobs = {}
         try:
             for table, job in jobs.items():
@@ -411,7 +412,7 @@ def _distinct_ids(ids: np.ndarray):
     return uniq, lambda values: values[codes]
 
 
-def read_nsys(path: str | Path) -> Trace:
+def read_nsys(path: str | Path, options: ImportOptions = DEFAULT) -> RawTables:
     """Import an Nsight Systems SQLite export (``nsys export --type sqlite``), optionally gzipped."""
     path = Path(path)
     with _sqlite_file(path) as db_path:
@@ -424,8 +425,8 @@ def read_nsys(path: str | Path) -> Trace:
         db = None
         try:
             db = _Db(con, path)
-            db.prefetch(db_path)
-            return _read(db, path)
+            db.prefetch(db_path, options)
+            return _read(db, path, options)
         except sqlite3.DatabaseError as e:
             raise TraceFormatError(path, f"damaged SQLite file ({e})") from None
         except UnicodeDecodeError:  # SQLite's own error message quoted damaged bytes
@@ -436,7 +437,7 @@ def read_nsys(path: str | Path) -> Trace:
             con.close()
 
 
-def _read(db: _Db, where: Path) -> Trace:
+def _read(db: _Db, where: Path, options: ImportOptions) -> RawTables:
     if KERNEL not in db.tables:
         raise TraceFormatError(
             where, f"no {KERNEL} table: not an Nsight Systems export with CUDA trace (capture with -t cuda)"
@@ -451,12 +452,12 @@ def _read(db: _Db, where: Path) -> Trace:
     # made one after the other (0.3 s at 10M kernels). That order is the threads', so where
     # several tables are bad, the error told is the one of the first in the fixed order, as
     # when every table is read in turn.
-    with ThreadPoolExecutor(2, thread_name_prefix="workbench-tables") as pool:
+    with options.pool(2, "workbench-tables") as pool:
         for t, paged in db.read_order([t for t in make if t in db.tables]):
             anywhere = paged and t in _MADE_ANYWHERE
             making[t] = (pool.submit if anywhere else _made)(make[t][1], db, t, strings, where)
         tables = {key: making[t].result() for t, (key, _) in make.items() if t in making}
-    return build(tables, _meta(db, strings), str(where))
+    return RawTables(tables, _meta(db, strings))
 
 
 def _made(fn, *args) -> Future:
@@ -666,7 +667,7 @@ def _meta(db: _Db, strings) -> dict:
     return meta
 
 
-def read_nsys_rep(path: str | Path) -> Trace:
+def read_nsys_rep(path: str | Path, options: ImportOptions = DEFAULT) -> RawTables:
     """Export an ``.nsys-rep`` with ``nsys export --type sqlite`` (needs nsys on PATH) and import it."""
     path = Path(path)
     nsys = shutil.which("nsys")
@@ -684,6 +685,6 @@ def read_nsys_rep(path: str | Path) -> Trace:
         if proc.returncode != 0 or not out.exists():
             msg = (proc.stderr or proc.stdout or "").strip().splitlines()
             raise TraceFormatError(path, f"nsys export failed: {msg[-1] if msg else f'exit {proc.returncode}'}")
-        trace = read_nsys(out)
-    trace.meta["source"]["format"] = "nsys-rep"
-    return trace
+        raw = read_nsys(out, options)
+    raw.meta["source"]["format"] = "nsys-rep"
+    return raw
