@@ -18,8 +18,11 @@ from importlib import import_module
 
 __version__ = "0.1.0"
 
+# Public name -> the module that defines it. No public name is also a submodule's name: a
+# submodule, once imported, would take that name's place on the package.
 _API = {
     "Trace": "workbench.trace",
+    "ImportOptions": "workbench.trace",
     "import_file": "workbench.trace",
     "open_trace": "workbench.trace",
     "save": "workbench.trace",
@@ -28,10 +31,9 @@ _API = {
     "summary": "workbench.analysis",
     "launches_per_step": "workbench.analysis",
     "diff": "workbench.analysis",
-    # Submodules that are callable (see workbench/_callable.py): the name is the module.
-    "capture": None,
-    "annotate": None,
-    "report": None,
+    "capture": "workbench.capturing",
+    "annotate": "workbench.annotation",
+    "report": "workbench.reporting",
     "WorkbenchError": "workbench.errors",
 }
 
@@ -40,8 +42,7 @@ __all__ = sorted(_API)
 
 def __getattr__(name: str):
     if name in _API:
-        module = _API[name]
-        value = import_module(f"workbench.{name}") if module is None else getattr(import_module(module), name)
+        value = getattr(import_module(_API[name]), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'workbench' has no attribute {name!r}")

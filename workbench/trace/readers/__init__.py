@@ -3,30 +3,27 @@ and JSON magic), not by file extension. Each reader is ``read(path, options) -> 
 
 from __future__ import annotations
 
-import gzip
 import os
-import zlib
 from pathlib import Path
 
 from ...errors import TraceFormatError, WorkbenchError
 from ..options import DEFAULT, ImportOptions
 from ..schema import RawTables
+from .source import GZIP_ERRORS, gzip_error, is_gzipped, open_bytes
 
 _SQLITE = b"SQLite format 3\x00"
-_GZIP = b"\x1f\x8b"
 _NSYS_REP = b"NVIDIA Tegra Profiler Report"
 
 
 def _head(path: Path, n: int = 64) -> bytes:
-    with open(path, "rb") as fh:
-        head = fh.read(n)
-    if head.startswith(_GZIP):
-        try:
-            with gzip.open(path, "rb") as fh:
-                return fh.read(n)
-        except (OSError, EOFError, zlib.error) as e:
-            raise TraceFormatError(path, f"truncated or corrupt gzip ({e})") from None
-    return head
+    if not is_gzipped(path):
+        with open(path, "rb") as fh:
+            return fh.read(n)
+    try:
+        with open_bytes(path) as fh:
+            return fh.read(n)
+    except GZIP_ERRORS as e:
+        raise gzip_error(path, e) from None
 
 
 def sniff(path: str | os.PathLike) -> str:
