@@ -1,9 +1,8 @@
 """C accelerators (the rest of the package metadata is in pyproject.toml).
 
-Each is optional: an install without a C compiler still works, with the library path its
-seam falls back to (see README, "Architecture"). Two read one trace format's bytes into
-columns without holding the GIL (the nsys export's pages, Kineto JSON); two answer the range
-tree's hot questions in one pass (sorted search, range nesting).
+Each reads one trace format's bytes into columns without holding the GIL: the nsys export's
+pages and Kineto JSON. Each is optional: an install without a C compiler still works, with
+the library path its reader's one seam falls back to (sqlite3, a JSON library).
 """
 
 from setuptools import Extension, setup
@@ -18,6 +17,4 @@ def _ext(module: str) -> Extension:
 setup(ext_modules=[_ext(m) for m in (
     "workbench.trace.readers.nsys._sqlite_pages",
     "workbench.trace.readers.kineto._kineto_scan",
-    "workbench.trace.build._sorted_search",
-    "workbench.trace.build._range_stack",
 )])

@@ -12,5 +12,5 @@ fi
   | grep -v -e "^WARNING: Location 'file:" -e '^$' || true
 .venv/bin/python -c "import workbench, torch, triton, plotly, ipywidgets, duckdb" \
   || { echo "setup: installation incomplete" >&2; exit 1; }
-.venv/bin/python -c "import workbench.trace.readers.nsys._sqlite_pages, workbench.trace.readers.kineto._kineto_scan, workbench.trace.build._sorted_search, workbench.trace.build._range_stack" 2>/dev/null \
+.venv/bin/python -c "import workbench.trace.readers.nsys._sqlite_pages, workbench.trace.readers.kineto._kineto_scan" 2>/dev/null \
   || echo "setup: the C accelerators were not built (no C compiler?): imports work, slower" >&2

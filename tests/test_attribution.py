@@ -16,8 +16,7 @@ import pytest
 from workbench.analysis import BY, project, summary
 from workbench.analysis.projection import NO_LAUNCH, NO_RANGE, _sorted_distinct, _spread, range_layers
 from workbench.trace import import_file, load_dir, save
-from workbench.trace.model import _match_first
-from workbench.trace.search import searchsorted
+from workbench.trace.build.launches import _find, match_first
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -48,9 +47,9 @@ def test_launch_match_is_the_first_row_of_the_same_pair(corr_span, npids):
     t_corr = rng.integers(0, corr_span, 400)
     q_pid = rng.choice(np.r_[pids, 7], 300)
     q_corr = np.r_[t_corr[:200], rng.integers(0, corr_span, 100)]
-    got = _match_first(t_pid, t_corr, q_pid, q_corr)
+    got = match_first(t_pid, t_corr, q_pid, q_corr)
     assert (got == _naive_first(t_pid, t_corr, q_pid, q_corr)).all()
-    by_corr = _match_first(None, t_corr, None, q_corr)
+    by_corr = match_first(None, t_corr, None, q_corr)
     assert (by_corr == _naive_first(np.zeros_like(t_corr), t_corr, np.zeros_like(q_corr), q_corr)).all()
 
 
@@ -67,91 +66,8 @@ def test_launch_match_within_one_process(case):
     q_pid = np.full(400, 11)
     if case == "other-processes":
         t_pid = rng.choice([12, 13], 500)
-    got = _match_first(t_pid, t_corr, q_pid, q_corr)
+    got = match_first(t_pid, t_corr, q_pid, q_corr)
     assert (got == _naive_first(t_pid, t_corr, q_pid, q_corr)).all() and (got >= 0).any() == (case != "other-processes")
-
-
-@pytest.mark.parametrize("order", ["rising", "mostly-rising", "random", "falling"])
-@pytest.mark.parametrize("side", ["left", "right"])
-def test_search_gives_numpys_answer(order, side):
-    """The accelerated search (a gallop from the last answer) agrees with numpy's, whatever
-    the queries' order, repeats and misses included."""
-    rng = np.random.default_rng(len(order))
-    a = np.sort(rng.integers(-50, 600, 400))
-    q = rng.integers(-100, 800, 1000)
-    if order != "random":
-        q = np.sort(q)[::-1] if order == "falling" else np.sort(q)
-    if order == "mostly-rising":
-        q[::9] = rng.integers(-100, 800, len(q[::9]))
-    for table in (a, a[:0], a[:1]):
-        assert (searchsorted(table, q, side) == np.searchsorted(table, q, side=side)).all()
-
-
-def _without_accelerator(monkeypatch, module, name, fn, *args):
-    with monkeypatch.context() as m:
-        m.setattr(module, name, None)
-        return fn(*args)
-
-
-@pytest.mark.parametrize("order", ["rising", "mostly-rising", "random", "falling"])
-def test_find_and_state_at_give_numpys_answers(order, monkeypatch):
-    """The accelerator's exact lookup (``find``) and state lookup (``state_at``) answer as
-    their numpy forms do, whatever the queries' order, with misses, repeats and queries
-    before, between and after the table's values; ``find`` declines a table that does not
-    rise strictly, both ways."""
-    from workbench.trace import search
-
-    if search._accel is None:
-        pytest.skip("the _sorted_search accelerator was not built")
-    rng = np.random.default_rng(len(order) + 3)
-    ids = np.cumsum(rng.integers(1, 4, 400))
-    times = np.sort(rng.integers(-50, 600, 400))
-    state = rng.integers(-1, 100, 400)
-    q = rng.integers(-100, 1300, 1000)
-    if order != "random":
-        q = np.sort(q)[::-1] if order == "falling" else np.sort(q)
-    if order == "mostly-rising":
-        q[::9] = rng.integers(-100, 1300, len(q[::9]))
-    assert np.isin(q, ids).any()
-    for table in (ids, ids[:0], ids[:1]):
-        got = search.find(table, q)
-        assert (got == _without_accelerator(monkeypatch, search, "_accel", search.find, table, q)).all()
-        hit = got >= 0
-        assert (table[got[hit]] == q[hit]).all() and not np.isin(q[~hit], table).any()
-    for flat in (np.r_[ids[:5], ids[4:]], ids[::-1].copy()):
-        assert search.find(flat, q) is None
-        assert _without_accelerator(monkeypatch, search, "_accel", search.find, flat, q) is None
-    for t, st in ((times, state), (times[:0], state[:0]), (times[:1], state[:1])):
-        got = search.state_at(t, st, q)
-        assert (got == _without_accelerator(monkeypatch, search, "_accel", search.state_at, t, st, q)).all()
-
-
-@pytest.mark.parametrize("case", ["all-in-ranges", "some-outside", "graphs", "no-ranges"])
-def test_range_totals_accelerator_gives_numpys_totals(case, monkeypatch):
-    """Per-range kernel counts, GPU time and graph kernels, and the totals per status, from
-    the one-pass accelerator (``_group_totals``) equal numpy's; a range id out of bounds is
-    declined, so numpy answers (and fails as it does)."""
-    from workbench.trace import model
-
-    if model._totals is None:
-        pytest.skip("the _group_totals accelerator was not built")
-    rng = np.random.default_rng(len(case))
-    n, n_ranges = 5000, 0 if case == "no-ranges" else 300
-    start = rng.integers(0, 10**12, n)
-    kernels = pd.DataFrame({
-        "start": start, "end": start + rng.integers(0, 10**6, n),
-        "range_id": (rng.integers(-1 if case in ("some-outside", "graphs") else 0, n_ranges, n)
-                     if n_ranges else np.full(n, -1)),
-        "graph": rng.random(n) < (0.3 if case == "graphs" else 0),
-        "launch_tid": np.where(rng.random(n) < 0.2, -1, 7),
-    })
-    got = model.attribute(kernels, n_ranges)
-    want = _without_accelerator(monkeypatch, model, "_totals", model.attribute, kernels, n_ranges)
-    assert got[1] == want[1]
-    assert got[0].keys() == want[0].keys() and all((got[0][k] == want[0][k]).all() for k in got[0])
-    assert all(v.dtype == np.int64 for v in got[0].values())
-    bad = kernels.assign(range_id=np.r_[kernels["range_id"].to_numpy()[:-1], n_ranges])
-    assert model._range_totals(bad["range_id"].to_numpy(), start, bad["end"].to_numpy(), None, n_ranges) is None
 
 
 @pytest.mark.parametrize("matched", ["all", "some"])
@@ -159,57 +75,53 @@ def test_graph_launches_follow_the_launch_api_names(matched):
     """A kernel counts as CUDA-graph launched exactly where its launch API name (as the
     launch join gives it: the matched call's name, else the importer's own) is a graph
     launch, with missing names on either side."""
-    from workbench.trace.model import _graph_launched, _merge_names
+    from workbench.trace.build.launches import graph_launched, merge_names
 
     rng = np.random.default_rng(len(matched))
     api = pd.Series(pd.Categorical(rng.choice(["cudaLaunchKernel", "cudaGraphLaunch", "cuGraphLaunch_v2", None], 300)))
     own = pd.Series(pd.Categorical(rng.choice(["", "cudaGraphLaunch", "cudaLaunchKernel", None], 200)))
     found = None if matched == "all" else np.sort(rng.choice(200, 120, replace=False))
     m = rng.integers(0, 300, 200 if found is None else len(found))
-    names = np.asarray(_merge_names(own, api, found, m), dtype=object)
+    names = np.asarray(merge_names(own, api, found, m), dtype=object)
     want = np.array(["GraphLaunch" in str(x) for x in names])
-    got = _graph_launched(own, api, found, m)
+    got = graph_launched(own, api, found, m)
     assert want.any() and (got == want).all()
     plain = pd.Series(pd.Categorical(["cudaLaunchKernel"] * 300))
-    assert _graph_launched(own.cat.set_categories(["", "cudaLaunchKernel"]), plain, found, m) is None
+    assert graph_launched(own.cat.set_categories(["", "cudaLaunchKernel"]), plain, found, m) is None
 
 
-def test_paths_are_made_after_the_import_returns_and_waited_for_when_asked(monkeypatch, reference):
-    """The ranges' paths and the kernels' launch API names are made on the import's second
-    thread while the caller goes on: a per-range summary does not wait for them; asking for
-    a table (or that column) does, and finds the column in its schema place, as an eager
-    build gives it."""
-    import threading
+@pytest.mark.parametrize("order", ["rising", "random"])
+def test_exact_lookup_finds_each_id_or_declines(order):
+    """The launch join's exact lookup gives each query's row in a strictly rising table (-1
+    where absent) and declines a table that does not rise strictly."""
+    rng = np.random.default_rng(len(order))
+    table = np.unique(rng.integers(-50, 600, 400))
+    q = rng.integers(-100, 800, 1000)
+    if order == "rising":
+        q = np.sort(q)
+    where = {v: i for i, v in enumerate(table.tolist())}
+    assert (_find(table, q) == np.array([where.get(v, -1) for v in q.tolist()])).all()
+    assert (_find(table[:0], q) == -1).all()
+    assert _find(np.r_[table, table[:1]], q) is None
 
-    from workbench.analysis import summary
-    from workbench.trace import model
 
-    release = threading.Event()
-    made = model._paths
+def test_import_hands_back_finished_tables(reference):
+    """Every column is made before the import returns: the tables are plain frames in schema
+    order, the same with one thread as with several, and a pickled copy is equal."""
+    from workbench.trace import ImportOptions
+    from workbench.trace.schema import SCHEMA, TABLES
 
-    def slow_paths(*args):
-        release.wait(30)
-        return made(*args)
-
-    monkeypatch.setattr(model, "_paths", slow_paths)
-    trace = import_file(reference("nsys-kvwrite-unfused.sqlite.gz"))
-    assert "path" in trace.tables._pending["ranges"]
-    by_range = summary(trace, by="range")  # would block on the paths
-    assert by_range["kernels"].sum() == trace.rows("kernels")
-    assert not release.is_set() and "path" in trace.tables._pending.get("ranges", {})
-    release.set()
-    ranges = trace.ranges
-    assert list(ranges.columns) == list(model.SCHEMA["ranges"]) and "ranges" not in trace.tables._pending
+    path = reference("nsys-kvwrite-unfused.sqlite.gz")
+    trace = import_file(path)
+    assert isinstance(trace.tables, dict)
+    for table in TABLES:
+        assert list(trace.tables[table].columns) == list(SCHEMA[table])
     assert trace.columns("kernels", ["launch_api"])["launch_api"].str.startswith("cu").all()
-    assert not trace.tables._pending
-    assert list(trace.kernels.columns) == list(model.SCHEMA["kernels"])
-    monkeypatch.setattr(model, "_paths", made)
-    eager = import_file(reference("nsys-kvwrite-unfused.sqlite.gz"))
-    for table in model.TABLES:
-        pd.testing.assert_frame_equal(trace.tables[table], eager.tables[table], check_exact=True)
-    copied = pickle.loads(pickle.dumps(import_file(reference("nsys-kvwrite-unfused.sqlite.gz"))))
-    for table in model.TABLES:
-        pd.testing.assert_frame_equal(copied.tables[table], eager.tables[table], check_exact=True)
+    one = import_file(path, ImportOptions(threads=1))
+    copied = pickle.loads(pickle.dumps(trace))
+    for table in TABLES:
+        pd.testing.assert_frame_equal(one.tables[table], trace.tables[table], check_exact=True)
+        pd.testing.assert_frame_equal(copied.tables[table], trace.tables[table], check_exact=True)
 
 
 @pytest.mark.parametrize("names", [["a", "b"], ["", "x"], [NO_RANGE, "z"], ["", NO_RANGE, NO_LAUNCH, " ", "zz"], []])
@@ -390,7 +302,7 @@ def test_nesting_gives_the_stack_walks_answer(seed):
     range first) gives, and the vectorised nesting has the stack walk's parents and
     timeline wherever ranges nest properly, at any depth (shuffled, deep, equal times, empty
     ranges); crossing ranges are left to the walk."""
-    from workbench.trace import nesting
+    from workbench.trace.build import nesting
 
     rng = np.random.default_rng(seed)
     cases = _nesting_cases(rng)
@@ -413,39 +325,6 @@ def test_nesting_gives_the_stack_walks_answer(seed):
         if nested:
             walked = nesting._walk(times, is_start, rid, len(start))
             assert (parent == walked[0]).all() and (state == walked[1]).all()
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_stack_walk_accelerator_gives_numpys_answer(seed, monkeypatch):
-    """The one-pass walk (``_range_stack``) gives what the numpy nesting gives: for properly
-    nested ranges sorted as the importers sort them (by start, longer first), with equal
-    times, empty ranges and duplicates; it declines crossing ranges and other orders, which
-    numpy then answers."""
-    from workbench.trace import nesting
-
-    if nesting._nest_sorted is None:
-        pytest.skip("the _range_stack accelerator was not built")
-    rng = np.random.default_rng(seed)
-    crossing = np.c_[np.arange(200), np.arange(200) + rng.integers(0, 30, 200)]
-    cases = _nesting_cases(rng)
-    cases += [np.r_[c, c[: len(c) // 3]] for c in cases[:5]]  # the same range twice
-    used = declined = 0
-    for case in [*cases, crossing]:
-        for shuffled in (False, True):
-            c = case[rng.permutation(len(case))] if shuffled else case[np.lexsort((-case[:, 1], case[:, 0]))]
-            start, end = c[:, 0].astype(np.int64), c[:, 1].astype(np.int64)
-            walked = nesting._stack_walk(start, end)
-            got = nesting.nest(start, end)
-            with monkeypatch.context() as m:
-                m.setattr(nesting, "_nest_sorted", None)
-                want = nesting.nest(start, end)
-            assert (got[0] == want[0]).all() and (got[1] == want[1]).all()
-            assert (got[2].times == want[2].times).all() and (got[2].state == want[2].state).all()
-            used += walked is not None
-            declined += walked is None
-            if not shuffled and case is not crossing:
-                assert walked is not None
-    assert used and declined
 
 
 def test_api_calls_without_correlation_ids_leave_kernels_unlaunched(tmp_path):

@@ -71,8 +71,8 @@ def _masked(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
 def innermost_ranges(kernels: pd.DataFrame, ranges: pd.DataFrame, timelines: dict | None = None) -> np.ndarray:
     """Range id of the innermost range around each kernel's launch on its thread (-1: none).
 
-    ``ranges`` must be in ``_nested`` order: sorted by (pid, tid, start), ids 0..n-1;
-    ``timelines`` is what ``_nested`` gives with them (computed here when not given).
+    ``ranges`` must be in ``nesting.nested`` order: sorted by (pid, tid, start), ids 0..n-1;
+    ``timelines`` is what ``nesting.nested`` gives with them (computed here when not given).
     """
     def none() -> np.ndarray:
         return np.full(len(kernels), -1, dtype=np.int64)

@@ -9,7 +9,6 @@ import pandas as pd
 
 from ..names import code_dtype
 from ..schema import DEFAULTS, set_column
-from .search import find
 
 
 def match_first(t_pid: np.ndarray | None, t_corr: np.ndarray, q_pid: np.ndarray | None, q_corr: np.ndarray) -> np.ndarray:
@@ -24,7 +23,7 @@ def match_first(t_pid: np.ndarray | None, t_corr: np.ndarray, q_pid: np.ndarray 
             return np.full(len(q_corr), -1, dtype=np.int64)
         # One process's ids, rising row after row (nsys's runtime table): a search finds
         # the only row with each id, and needs no memory beyond its answer.
-        pos = find(t_corr if rows is None else t_corr[rows], q_corr)
+        pos = _find(t_corr if rows is None else t_corr[rows], q_corr)
         if pos is not None:
             if rows is not None:
                 pos = np.where(pos >= 0, rows[np.maximum(pos, 0)], -1)
@@ -171,3 +170,16 @@ def merge_names(target: pd.Series, source: pd.Series, rows: np.ndarray | None, s
     remap = np.zeros(len(values), dtype=code_dtype(len(uniq)))  # the codes' dtype in the result
     remap[used] = inv.reshape(-1)
     return pd.Categorical.from_codes(remap[codes], categories=pd.Index(uniq), validate=False)
+
+
+def _find(a: np.ndarray, q: np.ndarray) -> np.ndarray | None:
+    """Each query's position in ``a`` (-1 where absent), for ``a`` rising strictly; None
+    where it does not."""
+    if not len(a):
+        return np.full(len(q), -1, dtype=np.int64)
+    if not (a[1:] > a[:-1]).all():
+        return None
+    pos = np.searchsorted(a, q)
+    np.minimum(pos, len(a) - 1, out=pos)
+    pos[a[pos] != q] = -1
+    return pos

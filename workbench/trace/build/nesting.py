@@ -14,12 +14,6 @@ import numpy as np
 import pandas as pd
 
 from ..schema import set_column
-from .search import searchsorted, state_at
-
-try:
-    from ._range_stack import nest_sorted as _nest_sorted
-except ImportError:  # built where the install had a C compiler
-    _nest_sorted = None
 
 
 @dataclass
@@ -31,7 +25,14 @@ class Timeline:
 
     def innermost_at(self, t: np.ndarray) -> np.ndarray:
         """Local index of the innermost range open at each time in ``t`` (-1: none)."""
-        return state_at(self.times, self.state, t)
+        if not len(self.times):
+            return np.full(len(t), -1, dtype=np.int64)
+        # The last boundary at or before each time; -1 before the first.
+        idx = np.searchsorted(self.times, t, side="right")
+        idx -= 1
+        out = self.state[idx]  # an idx of -1 reads the last state: replaced
+        out[idx < 0] = -1
+        return out
 
 
 def thread_blocks(pid: np.ndarray, tid: np.ndarray):
@@ -109,7 +110,7 @@ def _vector(times, is_start, rid, n):
     keys *= m
     keys += starts
     keys.sort()
-    last = searchsorted(keys, keys - m)
+    last = np.searchsorted(keys, keys - m)
     last -= 1
     above = keys[last] % m  # for level 1: any, dropped
     parent = np.full(n, -1, dtype=np.int64)
@@ -125,8 +126,7 @@ def nest(start: np.ndarray, end: np.ndarray):
     start = np.ascontiguousarray(start, dtype=np.int64)
     end = np.ascontiguousarray(end, dtype=np.int64)
     live = end > start
-    stacked = _stack_walk(start, end)
-    parent, depth, times, state = stacked if stacked is not None else _nest_any(start, end, live)
+    parent, depth, times, state = _nest_any(start, end, live)
     timeline = Timeline(times, state)
     # Empty ranges contain nothing and parent nothing; they sit inside whatever is open then
     # (a range that is not empty), one level below it.
@@ -153,19 +153,6 @@ def _nest_any(start: np.ndarray, end: np.ndarray, live: np.ndarray):
     if result is None:
         parent, state = _walk(times, is_start, rid, n)
     return parent, _depths(parent), times, state
-
-
-def _stack_walk(start: np.ndarray, end: np.ndarray):
-    """(parent, depth, times, state) from the ``_range_stack`` accelerator: one pass for
-    ranges sorted by start that nest properly (as :func:`nested` sorts them); None where
-    it declines (crossing ranges, another order) or was not built."""
-    if _nest_sorted is None:
-        return None
-    n = len(start)
-    parent, depth = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    times, state = np.empty(2 * n, dtype=np.int64), np.empty(2 * n, dtype=np.int64)
-    m = _nest_sorted(start, end, parent, depth, times, state)
-    return None if m < 0 else (parent, depth, times[:m], state[:m])
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:
