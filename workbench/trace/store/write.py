@@ -1,0 +1,174 @@
+"""Storing a trace: one Parquet file per table and ``manifest.json`` under ``<root>/<name>/``.
+
+Writes are atomic: a trace is assembled in a hidden temporary directory beside its final
+place and renamed into it, so a reader (or a crash, or ``kill -9``) sees the complete new
+trace or nothing. Replacing a trace swaps the new directory with the old one and deletes the
+old one last. The hidden directory a killed writer leaves behind is removed by a later save
+once it is an hour old.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ...errors import WorkbenchError
+from ..options import DEFAULT, ImportOptions
+from ..schema import SCHEMA, TABLES, Trace
+from .layout import FORMAT_VERSION, MANIFEST, check_name, content_hash, default_root
+
+
+# Hidden directories of a save: the trace being written, and the old one moved aside to be
+# deleted where a replace cannot swap the two in one step.
+_TMP, _OLD = ".tmp-", ".old-"
+_STALE_S = 3600
+
+
+def _json_default(o: Any):
+    import numpy as np
+
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, overwrite: bool = False,
+         options: ImportOptions = DEFAULT) -> Path:
+    """Store ``trace`` as ``<root>/<name>/`` atomically and return that directory (the tables
+    written by ``options``' threads)."""
+    check_name(name)
+    root = Path(root) if root is not None else default_root()
+    final = root / name
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if final.exists() and not overwrite:
+            raise WorkbenchError(final, "a trace with this name exists (choose another --name, or overwrite)")
+        _sweep(root)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP}{name}-", dir=root))
+    except OSError as e:
+        raise WorkbenchError(root, f"cannot write to the trace store: {e.strerror or e}") from None
+    try:
+        # Two tables at a time (Arrow writes without the GIL): the kernels' and the API
+        # calls' are the largest, of about the same size.
+        with options.pool(2, "workbench-save") as pool:
+            for done in [pool.submit(_write_table, trace.tables[t][list(SCHEMA[t])], tmp / f"{t}.parquet") for t in TABLES]:
+                done.result()
+        meta = dict(trace.meta)
+        meta["name"] = name
+        meta["format_version"] = FORMAT_VERSION
+        meta["counts"] = {t: int(len(trace.tables[t])) for t in TABLES}
+        meta["content_sha256"] = content_hash(tmp)
+        with open(tmp / MANIFEST, "w") as fh:
+            json.dump(meta, fh, indent=2, sort_keys=True, default=_json_default)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        _publish(tmp, final, overwrite)
+    except OSError as e:  # disk full, permissions, a vanished directory: nothing is published
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise WorkbenchError(final, f"cannot store trace: {e.strerror or e}") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    trace.name, trace.path, trace.meta = name, str(final), meta
+    return final
+
+
+def _write_table(df, path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    ints = [f.name for f in table.schema if pa.types.is_integer(f.type)]
+    # Integers delta-encoded: timestamps, ids and counters rise or repeat, which that encoding
+    # stores in a few bits per value. Fixed writer settings keep files byte-identical for
+    # identical tables.
+    pq.write_table(table, path, compression="zstd", write_statistics=True,
+                   use_dictionary=[c for c in table.column_names if c not in ints],
+                   column_encoding=dict.fromkeys(ints, "DELTA_BINARY_PACKED"))
+
+
+def _sweep(root: Path) -> None:
+    """Removes what writers killed mid-save left behind (``kill -9``, a power cut): temporary
+    directories untouched for longer than any save takes. A live writer's directory changes
+    with every table it writes, so it is never this old."""
+    now = time.time()
+    for p in [*root.glob(f"{_TMP}*"), *root.glob(f"{_OLD}*")]:
+        try:
+            stale = p.is_dir() and not p.is_symlink() and now - p.lstat().st_mtime > _STALE_S
+        except OSError:  # gone meanwhile: another writer swept it
+            continue
+        if stale:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _publish(tmp: Path, final: Path, overwrite: bool) -> None:
+    if not overwrite:
+        try:
+            os.rename(tmp, final)  # fails if another writer got there first: no clobbering
+        except OSError:
+            raise WorkbenchError(final, "a trace with this name exists (another writer stored it first)") from None
+        return
+    # Replace: swap the new directory with the old one in one atomic step (Linux renameat2
+    # RENAME_EXCHANGE), so a kill at any point leaves the old or the new trace at ``final``,
+    # never neither. Concurrent replacers each swap in turn; the last one's trace stays.
+    for _ in range(100):
+        swapped = _exchange(tmp, final)
+        if swapped:
+            shutil.rmtree(tmp, ignore_errors=True)  # now holds the old trace
+            return
+        if swapped is None:  # no renameat2 here: move the old trace aside, then rename
+            old = Path(tempfile.mkdtemp(prefix=f"{_OLD}{final.name}-", dir=final.parent))
+            try:
+                os.rename(final, old / "trace")
+            except FileNotFoundError:
+                pass
+        try:
+            os.rename(tmp, final)
+            if swapped is None:
+                shutil.rmtree(old, ignore_errors=True)
+            return
+        except OSError as e:
+            if swapped is None:
+                shutil.rmtree(old, ignore_errors=True)
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            # another writer published between our two steps: swap with theirs
+    raise WorkbenchError(final, "could not replace the trace: other writers keep replacing it")
+
+
+_renameat2 = None  # libc's renameat2, looked up on first use (False: there is none)
+
+
+def _exchange(a: Path, b: Path) -> bool | None:
+    """Atomically swap two paths. True: swapped; False: ``b`` does not exist; None: unsupported."""
+    global _renameat2
+    if _renameat2 is None:
+        try:
+            import ctypes
+
+            _renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+        except (OSError, AttributeError):
+            _renameat2 = False
+    if _renameat2 is False:
+        return None
+    import ctypes
+
+    at_fdcwd, rename_exchange = -100, 2
+    if _renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err == errno.ENOENT:
+        return False
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return None
+    raise OSError(err, os.strerror(err), os.fspath(b))
+
