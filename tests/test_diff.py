@@ -108,7 +108,7 @@ def _renamed(src: str, root: Path, name: str) -> str:
     r["path"] = r["path"].str.replace(r"/", "/other_", regex=False)
     tables = dict(t.tables)
     tables["ranges"] = r
-    from workbench.trace.model import Trace
+    from workbench.trace.schema import Trace
 
     save(Trace(tables, dict(t.meta)), name, root)
     return name

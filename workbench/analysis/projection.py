@@ -10,14 +10,14 @@ from a CUDA graph; they are attributed through their ``cudaGraphLaunch`` call.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 import pandas as pd
 
+from ..trace.build.nesting import climb
+from ..trace.names import code_dtype
+from ..trace.options import DEFAULT
 from ..trace.schema import Trace
 from .layers import layer_pattern
-from ..trace.names import code_dtype
 
 NO_RANGE = "(no range)"
 NO_LAUNCH = "(no launch record)"
@@ -33,16 +33,8 @@ def range_layers(ranges: pd.DataFrame, pattern: str | None = None) -> np.ndarray
     by_cat = np.array([int(m.group(1)) if (m := rx.search(str(c))) else -1 for c in cats], dtype=np.int64)
     codes = ranges["name"].cat.codes.to_numpy()
     own = np.where(codes >= 0, by_cat[np.maximum(codes, 0)], -1)
-    # Each range points at itself if its name gives a layer, else at its parent; pointer
-    # jumping then moves every pointer up past the ranges without a layer of their own, in
-    # O(n log depth) (a level-by-level walk would cost a sort, or O(n * depth)).
-    ptr = np.where(own >= 0, np.arange(n), ranges["parent"].to_numpy())
-    active = np.flatnonzero(ptr >= 0)
-    active = active[own[ptr[active]] < 0]
-    while len(active):
-        ptr[active] = ptr[ptr[active]]
-        active = active[ptr[active] >= 0]
-        active = active[own[ptr[active]] < 0]
+    # A range without a layer of its own takes that of its nearest ancestor with one.
+    ptr = climb(ranges["parent"].to_numpy(), own >= 0)[0]
     return np.where(ptr >= 0, own[np.maximum(ptr, 0)], -1)
 
 
@@ -80,14 +72,14 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     shown = np.bincount(rid[has & ~nolaunch] if nolaunch_any else within, minlength=len(r))
     # Strings are looked up per range and only their codes (int32) spread over the kernels:
     # a 10M-kernel trace never builds 10M-element object arrays.
-    with ThreadPoolExecutor(1, thread_name_prefix="workbench-paths") as pool:
+    with DEFAULT.pool(1, "workbench-paths") as pool:
         # Arrow sorts the paths (only those a kernel shows) without the GIL while the rest
         # is made here.
         sorting = pool.submit(lambda: _sorted_distinct(trace.columns("ranges", ["path"])["path"], shown > 0))
         names, inv = np.unique(np.asarray(r["name"].cat.categories.astype(str), dtype=object), return_inverse=True)
         codes = r["name"].cat.codes.to_numpy()
         name_codes = np.where(codes >= 0, inv.reshape(-1)[codes], -1).astype(np.int32)
-        root = _roots(r["parent"].to_numpy())
+        root = roots(r["parent"].to_numpy())
         if len(within) == len(k):
             layers = trace_layers(trace, layer_regex)[within]
         else:
@@ -182,14 +174,9 @@ def _spread(codes_r: np.ndarray, values: np.ndarray, within: np.ndarray, has: np
     return pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype=object), validate=False)
 
 
-def _roots(parent: np.ndarray) -> np.ndarray:
-    """Outermost ancestor of each range (pointer doubling: O(n log depth), not O(n depth))."""
-    root = np.where(parent >= 0, parent, np.arange(len(parent)))
-    while True:
-        nxt = root[root]
-        if np.array_equal(nxt, root):
-            return root
-        root = nxt
+def roots(parent: np.ndarray) -> np.ndarray:
+    """Outermost ancestor of each range (itself for a root)."""
+    return climb(parent)[0]
 
 
 Trace.view_makers["projected"] = project

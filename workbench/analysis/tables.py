@@ -8,7 +8,7 @@ import pandas as pd
 from ..errors import WorkbenchError
 from ..trace.build.attribution import group_sums
 from ..trace.schema import Trace
-from .projection import NO_LAUNCH, NO_RANGE, _roots, trace_layers
+from .projection import NO_LAUNCH, NO_RANGE, roots, trace_layers
 
 BY = ("range", "layer", "kernel", "path", "step")
 
@@ -55,7 +55,7 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> 
         names = np.r_[np.asarray(name.cat.categories.astype(str), dtype=object), [""]]
         name_codes = np.where(name.cat.codes.to_numpy() >= 0, name.cat.codes.to_numpy(), len(names) - 1).astype(np.int64)
         if by == "step":
-            keys = {"step": (name_codes[_roots(trace.columns("ranges", ["parent"])["parent"].to_numpy())[used]], names)}
+            keys = {"step": (name_codes[roots(trace.columns("ranges", ["parent"])["parent"].to_numpy())[used]], names)}
         elif by == "layer":
             layers = trace_layers(trace, layer_regex)[used]
             keys = {"layer": (layers, None), "range": (name_codes[used], names)}
@@ -126,7 +126,7 @@ def launches_per_step(trace: Trace, step_regex: str = r"^(step|ProfilerStep)") -
     steps = np.flatnonzero(is_step)
     if not len(steps):
         return pd.DataFrame(columns=cols)
-    root = _roots(r["parent"].to_numpy())
+    root = roots(r["parent"].to_numpy())
     n = len(r)
     counts = group_sums(root, r["kernels"].to_numpy(), n)
     times = group_sums(root, r["gpu_time_ns"].to_numpy(), n)

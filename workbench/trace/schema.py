@@ -120,25 +120,11 @@ class Trace:
     # exist (analysis registers ``projected``: the trace layer cannot import analysis).
     view_makers: ClassVar[dict[str, Callable[[Trace], pd.DataFrame]]] = {}
 
-    @property
-    def kernels(self) -> pd.DataFrame:
-        return self.tables["kernels"]
-
-    @property
-    def ranges(self) -> pd.DataFrame:
-        return self.tables["ranges"]
-
-    @property
-    def api(self) -> pd.DataFrame:
-        return self.tables["api"]
-
-    @property
-    def memcpy(self) -> pd.DataFrame:
-        return self.tables["memcpy"]
-
-    @property
-    def memset(self) -> pd.DataFrame:
-        return self.tables["memset"]
+    kernels = property(lambda self: self.tables["kernels"], doc="One row per kernel (or CPU work unit).")
+    ranges = property(lambda self: self.tables["ranges"], doc="One row per NVTX / record_function range.")
+    api = property(lambda self: self.tables["api"], doc="One row per runtime or driver API call.")
+    memcpy = property(lambda self: self.tables["memcpy"], doc="One row per memory copy.")
+    memset = property(lambda self: self.tables["memset"], doc="One row per memory set.")
 
     @property
     def label(self) -> str:
