@@ -84,7 +84,7 @@ def innermost_ranges(kernels: pd.DataFrame, ranges: pd.DataFrame, timelines: dic
     if timelines is None:
         timelines = nest_threads(ranges)[2]
     launched = kt >= 0
-    out = None  # made only where kernels of several threads fill it: 80 MB at 10M kernels
+    out = None  # one int64 per kernel: made only where kernels of several threads fill it
     for rows in _by_thread(kp, kt, None if launched.all() else np.flatnonzero(launched)) if launched.any() else ():
         first = 0 if rows is None else rows[0]
         found = timelines.get((int(kp[first]), int(kt[first])))

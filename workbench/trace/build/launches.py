@@ -93,7 +93,7 @@ def join_launches(kernels: pd.DataFrame, api: pd.DataFrame) -> tuple[np.ndarray 
     # Correlation ids repeat across processes: match within the same process (the first API
     # row of that pair). A kernel whose pid is unknown (-1, Kineto puts the device there)
     # matches the first API row with its correlation id in any process.
-    # (Subsets are taken only where needed: at 1M kernels each copy is 8-16 MB.)
+    # (Subsets are taken only where needed: each is a copy of one or two columns.)
     valid = None if a_corr.min() >= 0 else np.flatnonzero(a_corr >= 0)
     if valid is not None and not len(valid):
         return  # no API call has a correlation id: every kernel is left unlaunched
@@ -116,7 +116,7 @@ def join_launches(kernels: pd.DataFrame, api: pd.DataFrame) -> tuple[np.ndarray 
     hit = match >= 0
     found, m = (None, match) if hit.all() else (np.flatnonzero(hit), match[hit])
     # A kernel whose pid is known matched a call of that very process: only the others'
-    # pids change (10M kernels: one 80 MB gather less).
+    # pids change (one column-sized gather less).
     columns = (("launch_tid", "tid"), ("launch_start", "start"), ("launch_end", "end"))
     for col, src in columns + ((("pid", "pid"),) if any_unknown else ()):
         if found is None:  # every kernel matched: no copy of the old column
