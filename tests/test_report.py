@@ -256,7 +256,7 @@ def test_regenerating_from_reimported_reference_captures_is_byte_identical(tmp_p
 
 
 def test_report_module_import_is_light():
-    code = ("import sys, workbench.report, workbench.report.cli; "
+    code = ("import sys, workbench.reporting, workbench.reporting.cli; "
             "print(sorted(m for m in ('plotly', 'pandas', 'numpy', 'duckdb') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -296,7 +296,7 @@ def test_trace_strings_are_escaped(tmp_path):
 
 
 def test_plotly_json_escapes_script_end():
-    from workbench.report.html import _json_for_script
+    from workbench.reporting.html import _json_for_script
 
     s = _json_for_script('{"a": "</script><script>alert(2)</script>", "b": "\u2028&"}')
     assert "<" not in s and ">" not in s and "&" not in s and "\u2028" not in s
@@ -399,7 +399,7 @@ def test_sweep_from_live_campaign_results(tmp_path):
                  "error": "skipped: campaign time budget spent"})
     f = tmp_path / "h200_live.json"
     f.write_text(json.dumps({"prefix": "h200", "device": "cuda", "repeats": 20, "captures": caps, "equality": []}))
-    from workbench.report.inputs import load_sweep
+    from workbench.reporting.inputs import load_sweep
 
     sw = load_sweep(f)
     assert sw.series == ["cache_rows=bucketed", "cache_rows=full"]
@@ -442,8 +442,9 @@ def test_committed_example_reports_are_current(tmp_path):
         assert (tmp_path / md.name).read_text() == text, f"{md.name} is stale: run reports/regenerate.sh"
 
 
-def test_workbench_report_is_callable_even_after_submodule_imports(tmp_path):
-    code = ("import workbench.report.cli, workbench as wb; "
+def test_workbench_report_is_the_function_even_after_submodule_imports(tmp_path):
+    code = ("import workbench.reporting.cli, workbench as wb; "
+            "from workbench.reporting import report; assert wb.report is report; "
             f"r = wb.report({str(committed('ref-h200-kvwrite-unfused-nsys'))!r}, "
             f"{str(committed('ref-h200-kvwrite-fused-nsys'))!r}); print(r.markdown.splitlines()[0])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -463,7 +464,7 @@ def test_trace_whose_tables_do_not_match_its_manifest_hash(cli, tmp_path):
 
 
 def test_sweep_file_among_traces_is_told_apart_from_kineto_json(tmp_path):
-    from workbench.report.inputs import is_sweep_file
+    from workbench.reporting.inputs import is_sweep_file
 
     (tmp_path / "bare.json").write_text(json.dumps([{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1}]))
     (tmp_path / "obj.json").write_text(json.dumps({"traceEvents": []}))

@@ -16,7 +16,7 @@ pytest.importorskip("ipywidgets")
 
 import workbench as wb  # noqa: E402
 from workbench import viz  # noqa: E402
-from workbench.trace.model import Trace  # noqa: E402
+from workbench.trace import Trace  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO / "traces"
@@ -54,12 +54,21 @@ def test_colors_are_stable_across_processes():
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120,
                            env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout for seed in (1, 2)}
     assert len(outs) == 1
-    from workbench.viz.colors import PALETTE, kernel_color, range_color, variant_color
+    from workbench.viz.colors import PALETTE, kernel_color, presentation, range_color, variant_color
+    from workbench.workloads import presentation as of_workload
 
+    decoder = of_workload("decoder")
+    assert presentation({"capture": {"workload": "decoder"}}) == decoder == presentation({"workload": "decoder"})
     assert kernel_color("x") in PALETTE and kernel_color("x") == kernel_color("x")
-    assert range_color("kv_write") == "#d62728"
-    assert variant_color("bucketed") != variant_color("full")
-    assert variant_color("decoder-kvwrite-unfused") == variant_color("unfused") != variant_color("fused")
+    assert range_color("kv_write", decoder) == "#d62728"
+    assert variant_color("bucketed", decoder) != variant_color("full", decoder)
+    assert variant_color("decoder-kvwrite-unfused", decoder) == variant_color("unfused", decoder) \
+        != variant_color("fused", decoder)
+    # A trace of no known workload (an imported capture) gets hash colours only.
+    foreign = presentation({"source": {"format": "nsys"}})
+    assert foreign.regions == () and not foreign.colors and foreign.default_pair is None
+    assert range_color("kv_write") == range_color("kv_write", foreign) in PALETTE
+    assert variant_color("decoder-kvwrite-unfused") in PALETTE
 
 
 def _json(fig) -> str:

@@ -44,22 +44,23 @@ def _say(msg: str = "") -> None:
 
 
 def _headline(d) -> None:
+    from .textfmt import MICRO_ASCII, num, us
     from .textsafe import clean
 
     t = d.totals
     _say(f"  {clean(d.a)} -> {clean(d.b)}")
-    _say(f"  kernels/step {t['kernels_per_step_a']:g} -> {t['kernels_per_step_b']:g}; "
-         f"time/step {t['gpu_time_per_step_ns_a'] / 1e3:,.1f} us -> {t['gpu_time_per_step_ns_b'] / 1e3:,.1f} us")
+    _say(f"  kernels/step {num(t['kernels_per_step_a'])} -> {num(t['kernels_per_step_b'])}; "
+         f"time/step {us(t['gpu_time_per_step_ns_a'], MICRO_ASCII)} -> {us(t['gpu_time_per_step_ns_b'], MICRO_ASCII)}")
     changed = d.changed(1)
     if not len(changed):
         return
     name = changed["name"].iloc[0]
     rows = d.ranges[(d.ranges["name"] == name) & (d.ranges["layer"] >= 0)]
     if len(rows):
-        counts = ", ".join(f"{a:g} -> {b:g}" for a, b in sorted({(a, b) for a, b in zip(rows["kernels_a"], rows["kernels_b"])}))
-        time_a, time_b = rows["gpu_time_ns_a"].sum() / 1e3, rows["gpu_time_ns_b"].sum() / 1e3
+        counts = ", ".join(f"{num(a)} -> {num(b)}" for a, b in sorted(set(zip(rows["kernels_a"], rows["kernels_b"]))))
+        time_a, time_b = rows["gpu_time_ns_a"].sum(), rows["gpu_time_ns_b"].sum()
         _say(f"  most changed range {clean(name)!r}: kernels per layer and step {counts} in {len(rows)} layers; "
-             f"time per step {time_a:,.1f} us -> {time_b:,.1f} us")
+             f"time per step {us(time_a, MICRO_ASCII)} -> {us(time_b, MICRO_ASCII)}")
     first = changed["range"].iloc[0]
     if first in d.alignments:
         _say(f"  {clean(first)}: {clean(d.alignments[first].describe())}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
+from .textfmt import MICRO_ASCII, num, us
+
 
 def add_parser(sub) -> None:
     s = sub.add_parser("diff", help="compare two traces range by range (which kernels were fused away)")
@@ -21,11 +23,8 @@ def add_parser(sub) -> None:
 
 
 def _us(ns: float) -> str:
-    return f"{ns / 1000:,.1f} us"
-
-
-def _n(x: float) -> str:
-    return f"{x:g}" if float(x).is_integer() else f"{x:.2f}"
+    """Terminal output stays ASCII."""
+    return us(ns, MICRO_ASCII)
 
 
 def run(args) -> int:
@@ -53,11 +52,11 @@ def run(args) -> int:
 def _text(d, top: int, clean) -> None:
     t = d.totals
     out = sys.stdout.write
-    out(f"A: {clean(d.a)}: {t['steps_a']} step(s), {_n(t['kernels_per_step_a'])} kernels/step, "
+    out(f"A: {clean(d.a)}: {t['steps_a']} step(s), {num(t['kernels_per_step_a'])} kernels/step, "
         f"{_us(t['gpu_time_per_step_ns_a'])} GPU time/step\n")
-    out(f"B: {clean(d.b)}: {t['steps_b']} step(s), {_n(t['kernels_per_step_b'])} kernels/step, "
+    out(f"B: {clean(d.b)}: {t['steps_b']} step(s), {num(t['kernels_per_step_b'])} kernels/step, "
         f"{_us(t['gpu_time_per_step_ns_b'])} GPU time/step\n")
-    out(f"kernels/step {_n(t['kernels_per_step_a'])} -> {_n(t['kernels_per_step_b'])}; "
+    out(f"kernels/step {num(t['kernels_per_step_a'])} -> {num(t['kernels_per_step_b'])}; "
         f"GPU time/step {_us(t['gpu_time_per_step_ns_a'])} -> {_us(t['gpu_time_per_step_ns_b'])}; "
         f"total kernels {t['kernels_a']} -> {t['kernels_b']}\n")
     if d.common == 0:
@@ -68,19 +67,19 @@ def _text(d, top: int, clean) -> None:
         out(f"\n{d.common} range(s) in common; {len(d.ranges[(d.ranges.kernels_a != d.ranges.kernels_b) | (d.ranges.gpu_time_ns_a != d.ranges.gpu_time_ns_b)])} changed. Top {len(changed)} by GPU time change (per step):\n")
         for r in changed.itertuples():
             al = d.alignments.get(r.range)
-            out(f"  {clean(r.range)}: kernels {_n(r.kernels_a)} -> {_n(r.kernels_b)}, GPU {_us(r.gpu_time_ns_a)} -> "
+            out(f"  {clean(r.range)}: kernels {num(r.kernels_a)} -> {num(r.kernels_b)}, GPU {_us(r.gpu_time_ns_a)} -> "
                 f"{_us(r.gpu_time_ns_b)}" + (f"\n      {clean(al.describe())}" if al and r.status == "both" else "") + "\n")
         lay = d.layers[d.layers["layer"] >= 0]
         if len(lay):
             out("\nper layer (kernels per step, A -> B):\n")
             for (layer, grp) in lay.groupby("layer"):
-                cells = ", ".join(f"{clean(str(x.range))} {_n(x.kernels_a)}->{_n(x.kernels_b)}" for x in grp.itertuples())
+                cells = ", ".join(f"{clean(str(x.range))} {num(x.kernels_a)}->{num(x.kernels_b)}" for x in grp.itertuples())
                 out(f"  layer {layer}: {cells}\n")
     for status, label in (("only_a", "only in A"), ("only_b", "only in B")):
         rows = d.ranges[d.ranges["status"] == status]
         if len(rows):
             out(f"\n{label} ({len(rows)}):\n")
             for r in rows.head(top).itertuples():
-                out(f"  {clean(r.range)}: {_n(r.kernels_a if status == 'only_a' else r.kernels_b)} kernels/step\n")
+                out(f"  {clean(r.range)}: {num(r.kernels_a if status == 'only_a' else r.kernels_b)} kernels/step\n")
             if len(rows) > top:
                 out(f"  ... {len(rows) - top} more\n")

@@ -12,13 +12,17 @@ from __future__ import annotations
 
 from importlib import import_module
 
+# Public name -> the submodule that defines it. No public name is also a submodule's name: a
+# submodule, once imported, would take that name's place on the package.
 _API = {
-    "layer_counts": "figures", "layer_time": "figures", "diff_bars": "figures", "range_composition": "figures",
-    "launches_per_step": "figures", "summary_bars": "figures", "timeline": "figures", "timeline_pair": "figures",
-    "sweep": "figures",
-    "TraceDiffWidget": "widgets", "TraceExplorer": "widgets", "alignment_table": "widgets",
+    "layer_counts": "diff_figures", "layer_time": "diff_figures", "diff_bars": "diff_figures",
+    "range_composition": "trace_figures", "launches_per_step": "trace_figures", "summary_bars": "trace_figures",
+    "timeline": "timelines", "timeline_pair": "timelines", "sweep": "sweeps",
+    "TraceDiffWidget": "diff_widget", "TraceExplorer": "explorer", "alignment_table": "widgets",
     "kernel_color": "colors", "range_color": "colors", "variant_color": "colors", "color_map": "colors",
-    "traces_root": "notebook", "find_trace": "notebook", "find_pair": "notebook", "load_sweep": "notebook",
+    "presentation": "colors",
+    "traces_root": "notebook", "find_trace": "notebook", "find_pair": "notebook", "default_pair": "notebook",
+    "load_sweep": "notebook",
 }
 
 __all__ = sorted(_API)

@@ -1,14 +1,18 @@
 """Consistent colours: the same kernel (or range) gets the same colour in every figure,
 every notebook and every regenerated report.
 
-The colour comes from a stable hash (SHA-1, not Python's salted ``hash``) of the name into
-a fixed palette, so it does not depend on which other kernels a figure happens to show.
+A range or variant takes the colour its workload's presentation gives it
+(:class:`workbench.workloads.Presentation`); anything else, and everything of a trace whose
+workload is unknown, takes a stable hash (SHA-1, not Python's salted ``hash``) of the name into
+a fixed palette, so it does not depend on which other names a figure happens to show.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+
+from ..workloads import NO_PRESENTATION, Presentation, presentation_of
 
 # 40 distinguishable colours (tab10, its light partners, 20 of Plotly's Dark24; greys left
 # out so bars stay visible on white). More colours than kernels in a typical figure keeps
@@ -26,13 +30,19 @@ STATUS = {"equal": "#ffffff", "removed": "#fde0dd", "added": "#e5f5e0"}
 STATUS_TEXT = {"equal": "#333333", "removed": "#a50f15", "added": "#006d2c"}
 RANGE_FILL = "#e8e8f0"
 
-# Well-known ranges of the reference workloads get fixed, readable colours.
-_FIXED = {"qkv": "#9467bd", "kv_write": "#d62728", "attention": "#1f77b4", "mlp": "#2ca02c",
-          "lm_head": "#8c564b", "(no range)": "#bbbbbb", "(no launch record)": "#999999"}
+# Ranges every trace may have (analysis names them), whatever its workload.
+_FIXED = {"(no range)": "#bbbbbb", "(no launch record)": "#999999"}
 
 
 def _index(name: str, n: int) -> int:
     return int.from_bytes(hashlib.sha1(str(name).encode("utf-8", "surrogatepass")).digest()[:4], "big") % n
+
+
+def presentation(trace=None) -> Presentation:
+    """The presentation of ``trace``'s workload (a Trace or a manifest dict); the empty one
+    for None or a trace whose manifest names no registered workload."""
+    meta = getattr(trace, "meta", trace)
+    return presentation_of(meta if isinstance(meta, dict) else None)
 
 
 def kernel_color(name: str) -> str:
@@ -40,27 +50,30 @@ def kernel_color(name: str) -> str:
     return PALETTE[_index(name, len(PALETTE))]
 
 
-def range_color(name: str) -> str:
-    """Colour of a range (innermost name such as ``kv_write``)."""
-    return _FIXED.get(str(name)) or PALETTE[_index("range:" + str(name), len(PALETTE))]
-
-
-def color_map(names, kind: str = "kernel") -> dict[str, str]:
-    """``{name: colour}`` for ``names`` (kernels or ranges)."""
-    f = kernel_color if kind == "kernel" else range_color
-    return {str(n): f(n) for n in names}
-
-
-# Variants of the reference workloads: before in warm/grey tones, after in blue/green.
-_VARIANTS = {"full": "#d62728", "bucketed": "#1f77b4", "unfused": "#ff7f0e", "fused": "#2ca02c"}
-
-
-def variant_color(name: str) -> str:
-    """Colour of a variant or trace label in comparisons (``full``, ``bucketed``, ...)."""
+def range_color(name: str, p: Presentation = NO_PRESENTATION) -> str:
+    """Colour of a range (innermost name such as ``kv_write``): the workload's colour for it,
+    else a stable hash."""
     s = str(name)
-    if s in _VARIANTS:
-        return _VARIANTS[s]
-    for key in ("unfused", "bucketed", "fused", "full"):  # "unfused" before "fused"
-        if re.search(rf"(^|[^a-z]){key}([^a-z]|$)", s.lower()):
-            return _VARIANTS[key]
+    return p.colors.get(s) or _FIXED.get(s) or PALETTE[_index("range:" + s, len(PALETTE))]
+
+
+def color_map(names, kind: str = "kernel", p: Presentation = NO_PRESENTATION) -> dict[str, str]:
+    """``{name: colour}`` for ``names`` (kernels or ranges)."""
+    if kind == "kernel":
+        return {str(n): kernel_color(n) for n in names}
+    return {str(n): range_color(n, p) for n in names}
+
+
+def variant_color(name: str, p: Presentation = NO_PRESENTATION) -> str:
+    """Colour of a variant value or a trace label in comparisons (``full``, ``bucketed``,
+    ``h200-kvwrite-unfused-eager``): the workload's colour of the value, or of the first of its
+    variant values (keys of ``colors`` that are not regions) that the label holds as a word;
+    else a stable hash."""
+    s = str(name)
+    if s in p.colors:
+        return p.colors[s]
+    low = s.lower()
+    for key, color in p.colors.items():
+        if key not in p.regions and re.search(rf"(^|[^a-z]){re.escape(key.lower())}([^a-z]|$)", low):
+            return color
     return PALETTE[_index("variant:" + s, len(PALETTE))]

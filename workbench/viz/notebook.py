@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.store import MANIFEST, list_traces
+from ..workloads import workload_name
 
 REFERENCE_PREFIX = "ref-"
 
@@ -142,10 +143,23 @@ def find_pair(a: str, b: str, *tokens: str, root=None, prefer_live: bool | None 
     return best[0], best[1]
 
 
+def default_pair(root=None, prefer_live: bool | None = None) -> tuple[str, str] | None:
+    """The first stored pair a registered workload names as its default
+    (:attr:`workbench.workloads.Presentation.default_pair`), or None."""
+    from ..workloads import presentations
+
+    for spec in (p.default_pair for p in presentations()):
+        found = spec and find_pair(spec.a, spec.b, *spec.tokens, root=root, prefer_live=prefer_live,
+                                   exclude=spec.exclude, prefer=spec.prefer)
+        if found:
+            return found
+    return None
+
+
 # --- sweep results ------------------------------------------------------------------------
 
 _X = ("context", "ctx", "context_len", "context_length", "seq_len", "cached")
-_VAR = ("variant", "cache_rows", "cache", "mode")
+_VAR = ("variant", "series", "mode")
 _MED = ("median_ms", "p50_ms", "decode_step_ms", "latency_ms", "median")
 _MIN = ("min_ms", "lo_ms", "min")
 _MAX = ("max_ms", "hi_ms", "max")
@@ -158,15 +172,27 @@ def _first(d: dict, keys):
     return None
 
 
+def _labels(variants: list[dict]) -> list[str]:
+    """A series label for each variant: the values of the keys that differ between them (the
+    context aside), or, where none differ, its first text value ("all" without one)."""
+    keys = [k for k in dict.fromkeys(k for v in variants for k in v) if k not in _X]
+    varying = [k for k in keys if len({repr(v.get(k)) for v in variants}) > 1]
+    if varying:
+        return [" ".join(str(v.get(k, "\u2013")) for k in varying) for v in variants]
+    return [next((x for k, x in v.items() if k not in _X and isinstance(x, str)), "all") for v in variants]
+
+
 def _record(rec: dict) -> dict | None:
+    """One point of a results list, its nested ``variant`` (a dict) kept aside under
+    ``"_variant"`` for :func:`_labels`."""
     flat = dict(rec)
+    nested = None
     for key in ("variant", "timing", "stats"):  # nested dicts: lift their fields
         if isinstance(flat.get(key), dict):
             inner = flat.pop(key)
             for k, v in inner.items():
                 flat.setdefault(k, v)
-            if key == "variant" and "cache_rows" in inner:
-                flat["variant"] = inner["cache_rows"]
+            nested = inner if key == "variant" else nested
     for k, v in list(flat.items()):  # {"decode_step_ms": {"median": .., "min": .., "max": ..}}
         if isinstance(v, dict) and "median" in v:
             flat.setdefault("median_ms", v["median"])
@@ -179,16 +205,19 @@ def _record(rec: dict) -> dict | None:
     lo, hi = _first(flat, _MIN), _first(flat, _MAX)
     return {"context": int(x), "variant": str(var) if var is not None else "all", "median_ms": float(med),
             "min_ms": float(lo) if isinstance(lo, (int, float)) else float(med),
-            "max_ms": float(hi) if isinstance(hi, (int, float)) else float(med)}
+            "max_ms": float(hi) if isinstance(hi, (int, float)) else float(med), "_variant": nested}
 
 
 def load_sweep(path=None) -> pd.DataFrame | None:
     """The decode-latency sweep (context, variant, median_ms, min_ms, max_ms), from ``path`` or
-    ``benchmarks/results/h200_live.json`` beside the traces, or None when there is none.
+    ``benchmarks/results/h200_live.json`` beside the traces, or None when there is none. A
+    campaign file's frame names, in ``attrs["workload"]``, the workload its traces were
+    captured from (what :func:`workbench.viz.sweep` colours its series by).
 
     Accepts a list of records or an object with ``results``/``rows``/``records``/``sweep``;
-    field names are matched loosely (``ctx``/``context``, ``cache_rows``/``variant``,
-    ``decode_step_ms: {median, min, max}`` or ``median_ms``/``min_ms``/``max_ms``).
+    field names are matched loosely (``ctx``/``context``, ``variant``/``series``/``mode``,
+    ``decode_step_ms: {median, min, max}`` or ``median_ms``/``min_ms``/``max_ms``); a variant
+    given as a dict of settings is labelled by the settings that differ between points.
     """
     if path is None:
         cands = [traces_root().parent / "benchmarks" / "results" / "h200_live.json",
@@ -202,7 +231,10 @@ def load_sweep(path=None) -> pd.DataFrame | None:
     except (OSError, ValueError):
         return None
     if isinstance(data, dict) and isinstance(data.get("captures"), list):
-        return _campaign(data["captures"])
+        df = _campaign(data["captures"])
+        if df is not None:
+            df.attrs["workload"] = _workload(df["trace"], traces_root())
+        return df
     if isinstance(data, dict):
         data = next((data[k] for k in ("results", "rows", "records", "sweep", "runs") if isinstance(data.get(k), list)), [])
     if not isinstance(data, list):
@@ -210,25 +242,32 @@ def load_sweep(path=None) -> pd.DataFrame | None:
     rows = [r for r in (_record(x) for x in data if isinstance(x, dict)) if r is not None]
     if not rows:
         return None
-    return pd.DataFrame(rows).sort_values(["variant", "context"], kind="stable").reset_index(drop=True)
+    nested = [r for r in rows if r["_variant"] is not None]
+    for r, label in zip(nested, _labels([r["_variant"] for r in nested])):
+        r["variant"] = label
+    return pd.DataFrame([{k: v for k, v in r.items() if k != "_variant"} for r in rows]).sort_values(["variant", "context"], kind="stable").reset_index(drop=True)
 
 
 def _campaign(captures: list) -> pd.DataFrame | None:
-    """``benchmarks/live_campaign.py`` results: the cache-bucketing captures (``group``
-    ``cache-ctx*``), decode-step time median/min/max per (context, cache_rows, engine); the
-    torch.profiler capture's timing is taken over the nsys one when both exist."""
-    rows = []
+    """``benchmarks/live_campaign.py`` results: the captures of the groups that make a sweep
+    (see :func:`_swept`), decode-step time median/min/max per (context, variant, engine), the
+    variant labelled by :func:`_labels`; the torch.profiler capture's timing is taken over the
+    nsys one when both exist."""
+    kept = []
     for c in captures:
         m = c.get("measured") if isinstance(c, dict) else None
-        if not isinstance(m, dict) or not str(c.get("group", "")).startswith("cache"):
+        if not isinstance(m, dict):
             continue
         v, t = m.get("variant") or {}, m.get("decode_step_ms") or {}
-        if v.get("ctx") is None or t.get("median") is None:
-            continue
-        rows.append({"context": int(v["ctx"]), "variant": str(v.get("cache_rows", "?")), "engine": str(m.get("engine", "")),
-                     "backend": str(m.get("backend", "")), "median_ms": float(t["median"]),
-                     "min_ms": float(t.get("min", t["median"])), "max_ms": float(t.get("max", t["median"])),
-                     "trace": str(m.get("trace", c.get("name", "")))})
+        if isinstance(v, dict) and _first(v, _X) is not None and isinstance(t, dict) and t.get("median") is not None:
+            kept.append((str(c.get("group", "")), c, m, v, t))
+    swept = _swept([(g, int(_first(v, _X))) for g, _, _, v, _ in kept])
+    kept = [k for k in kept if k[0] in swept]
+    rows = [{"context": int(_first(v, _X)), "variant": label, "engine": str(m.get("engine", "")),
+             "backend": str(m.get("backend", "")), "median_ms": float(t["median"]),
+             "min_ms": float(t.get("min", t["median"])), "max_ms": float(t.get("max", t["median"])),
+             "trace": str(m.get("trace", c.get("name", "")))}
+            for (_, c, m, v, t), label in zip(kept, _labels([k[3] for k in kept]))]
     if not rows:
         return None
     df = pd.DataFrame(rows)
@@ -236,6 +275,24 @@ def _campaign(captures: list) -> pd.DataFrame | None:
     df = df.sort_values(["variant", "engine", "context", "_rank"], kind="stable")
     df = df.drop_duplicates(["variant", "engine", "context"], keep="first").drop(columns="_rank")
     return df.reset_index(drop=True)
+
+
+def _swept(points: list[tuple[str, int]]) -> set[str]:
+    """The groups that make a sweep, from (group, context) points: a family of groups whose names
+    differ only in their numbers (``cache-ctx512``, ``cache-ctx2048``) spanning two or more
+    contexts; groups measured at one context (a single comparison) are no sweep."""
+    spans: dict[str, set] = {}
+    for group, ctx in points:
+        spans.setdefault(re.sub(r"\d+", "#", group), set()).add(ctx)
+    return {g for g, _ in points if len(spans[re.sub(r"\d+", "#", g)]) > 1}
+
+
+def _workload(names, root: Path) -> str | None:
+    """The one workload that the stored traces ``names`` were captured from, or None (none
+    stored, none recorded, or several): what colours a sweep of them."""
+    found = {workload_name(_manifest(root, n)) for n in map(str, set(names))
+             if n and "/" not in n and n not in (".", "..")}
+    return found.pop() if len(found) == 1 else None
 
 
 def step_times(trace, label: str | None = None) -> dict:

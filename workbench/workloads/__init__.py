@@ -4,12 +4,19 @@ A workload is a named recipe: ``options`` (variant keys with defaults and allowe
 ``create(variant, device)``, which returns an instance the engines drive (see
 ``workloads/decoder.py`` for the contract). Workloads register by name so a notebook can add
 its own with ``register`` and capture it like the built-in ones.
+
+A workload may also carry a ``presentation`` (:class:`Presentation`): how figures and reports
+draw its traces. :func:`presentation_of` finds it for a trace from the workload its manifest
+names; a trace that names none (an imported capture) gets the empty one, so generic code
+never needs to know a workload by name.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from ..errors import WorkbenchError
@@ -39,6 +46,39 @@ class Option:
         return value
 
 
+@dataclass(frozen=True)
+class PairSpec:
+    """How to find a workload's default A/B pair among stored traces: two trace names that
+    differ only by the word ``a`` -> ``b`` and hold every word of ``tokens`` (see
+    :func:`workbench.viz.find_pair`, which takes these fields as its arguments)."""
+
+    a: str
+    b: str
+    tokens: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()  # words a trace of the pair must not hold
+    prefer: tuple[str, ...] = ()  # among several pairs, the one whose names hold most of these
+
+
+@dataclass(frozen=True)
+class Presentation:
+    """What figures and reports ask a workload; every field may stay empty.
+
+    * ``regions``: range names the workload opens inside a layer, in execution order; a
+      timeline fills these ranges with their colour and leaves other ranges grey.
+    * ``colors``: region name or variant value -> CSS colour. A label holding several keys as
+      words (``h200-kvwrite-unfused-eager``) takes the first key in this order, so a key that
+      contains another as a word must come first.
+    * ``default_pair``: the A/B pair a diff widget opens with when given no traces.
+    """
+
+    regions: tuple[str, ...] = ()
+    colors: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    default_pair: PairSpec | None = None
+
+
+NO_PRESENTATION = Presentation()
+
+
 # name -> "module:attribute" (imported on first use, so listing workloads imports no torch)
 # or a workload object registered at run time.
 _REGISTRY: dict[str, Any] = {"decoder": "workbench.workloads.decoder:DECODER"}
@@ -64,6 +104,40 @@ def get(name: str):
         module, attr = entry.split(":")
         entry = _REGISTRY[name] = getattr(importlib.import_module(module), attr)
     return entry
+
+
+def workload_name(meta: Mapping | None) -> str | None:
+    """The workload a trace's manifest names (``workload``, else ``capture.workload``), or None."""
+    if not isinstance(meta, Mapping):
+        return None
+    name = meta.get("workload")
+    if name is None and isinstance(meta.get("capture"), Mapping):
+        name = meta["capture"].get("workload")
+    return None if name is None else str(name)
+
+
+def presentation(workload: Any) -> Presentation:
+    """A workload's presentation (by name or object); the empty one for None, an unknown name,
+    or a workload that supplies none."""
+    if workload is None:
+        return NO_PRESENTATION
+    if isinstance(workload, str):
+        if workload not in _REGISTRY:
+            return NO_PRESENTATION
+        workload = get(workload)
+    found = getattr(workload, "presentation", None)
+    return found if isinstance(found, Presentation) else NO_PRESENTATION
+
+
+def presentation_of(meta: Mapping | None) -> Presentation:
+    """The presentation for a trace, from the workload its manifest ``meta`` names."""
+    return presentation(workload_name(meta))
+
+
+def presentations() -> list[Presentation]:
+    """The presentations of every registered workload, by name: where to look when there is
+    no trace to ask (e.g. for a default pair)."""
+    return [p for p in (presentation(n) for n in names()) if p is not NO_PRESENTATION]
 
 
 def parse_assignments(items: list[str] | None) -> dict[str, str]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 from ..annotate import annotate
-from . import Option
+from . import Option, PairSpec, Presentation
 
 OPTIONS = {
     "kv_write": Option("unfused", ("unfused", "fused"), "how K, V and index-K reach the cache"),
@@ -198,9 +198,25 @@ class DecoderInstance:
             return r["lm_head"](x, self.w_out)
 
 
+# Regions in the order ``forward`` opens them. Colours: regions fixed so every figure reads
+# alike; variants as before (warm: unfused, full) and after (cool: fused, bucketed), with
+# "unfused" ahead of "fused" so a label holding both words is read as the unfused one.
+PRESENTATION = Presentation(
+    regions=("qkv", "kv_write", "attention", "mlp", "lm_head"),
+    colors={"qkv": "#9467bd", "kv_write": "#d62728", "attention": "#1f77b4", "mlp": "#2ca02c",
+            "lm_head": "#8c564b",
+            "unfused": "#ff7f0e", "bucketed": "#1f77b4", "fused": "#2ca02c", "full": "#d62728"},
+    # The fusion case, eager engine: under CUDA-graph replay kernels are not launched inside
+    # layer ranges, torch.compile re-fuses the aten ops, and bucketed captures differ in attention.
+    default_pair=PairSpec("unfused", "fused", tokens=("kvwrite",), exclude=("bucketed", "cudagraph", "compile"),
+                          prefer=("nsys", "eager")),
+)
+
+
 class Decoder:
     name = "decoder"
     options = OPTIONS
+    presentation = PRESENTATION
 
     def create(self, variant: dict, device) -> DecoderInstance:
         return DecoderInstance(variant, device)

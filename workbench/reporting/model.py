@@ -29,6 +29,14 @@ class Mixed:
 Cell = Union[str, Code, Mixed]
 
 
+def listing(items, sep: str = ", ") -> Mixed:
+    """One cell listing ``items`` (cells, or tuples of cells read as one item) between ``sep``s."""
+    parts: list = []
+    for j, item in enumerate(items):
+        parts += ([sep] if j else []) + list(item if isinstance(item, tuple) else (item,))
+    return Mixed(tuple(parts))
+
+
 @dataclass
 class Table:
     headers: list[Cell]

@@ -8,11 +8,13 @@
     r            # shows the Markdown in a notebook
     r.markdown   # the text to paste into a PR
 
-One job per module: ``inputs`` loads and checks traces and sweeps, ``build`` turns them into
-the report model (numbers, tables, gaps), ``figures`` asks :mod:`workbench.viz` for plots,
-``markdown`` and ``html`` render, ``output`` writes atomically. The same stored traces always
-give byte-identical files: nothing reads the clock or the checkout, figure ids are content
-hashes, and every trace is named with its content hash.
+One job per module: ``inputs`` loads and checks traces and sweeps (``sweep`` normalizes a
+results file), ``build`` assembles the report model from ``results`` (timed phases, launches,
+headline), ``tables`` (what changed), ``checks`` (correctness, gaps) and ``provenance``
+(environment, trace identities); ``figures`` asks :mod:`workbench.viz` for plots, ``markdown``
+and ``html`` render, ``output`` writes atomically, ``cli`` is ``workbench report``. The same
+stored traces always give byte-identical files: nothing reads the clock or the checkout,
+figure ids are content hashes, and every trace is named with its content hash.
 """
 
 from __future__ import annotations
@@ -63,8 +65,8 @@ def report(base, fix, *more, html: str | os.PathLike | None = None, md: str | os
     nothing is written unless every output rendered.
     """
     from ..analysis.diff import STEP_REGEX, diff
-    from . import build, markdown, output
     from ..errors import WorkbenchError
+    from . import build, markdown, output
     from .inputs import is_sweep_file, load_sweep, load_traces
 
     targets = output.check_targets(html=html, md=md)
@@ -89,10 +91,3 @@ def report(base, fix, *more, html: str | os.PathLike | None = None, md: str | os
         files[targets["html"]] = result.html
     result.written = output.write_all(files)
     return result
-
-
-# ``workbench.report`` is both this package and the function: importing any submodule (the CLI
-# imports ``workbench.report.cli``) binds the package to that name, so the package is callable.
-from .. import _callable as _c  # noqa: E402
-
-_c.install(__name__, "report")

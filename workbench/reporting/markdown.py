@@ -1,4 +1,4 @@
-"""Render a :class:`~workbench.report.model.Report` as Markdown ready to paste into a PR.
+"""Render a :class:`~workbench.reporting.model.Report` as Markdown ready to paste into a PR.
 
 Escaping: trace-supplied identifiers go into code spans (backtick fences longer than any
 backtick run inside, pipes escaped inside tables, newlines and control characters made

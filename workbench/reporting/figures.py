@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import re
 
-from .build import ranges_view
+from .tables import metric_rank, ranges_view
 
 MAX_RANGES = 4
 # analysis.launches_per_step (behind viz.launches_per_step) scans every kernel once per step:
@@ -125,7 +125,7 @@ def build(inputs, d, names: list[str], sweep=None, primary=()) -> list[tuple[str
     figs.append(("Range composition by kernel (GPU time per step)",
                  viz.range_composition({f"{i.role}: {i.name}": i.trace for i in inputs[:2]}, metric="gpu_time")))
     if sweep is not None:
-        for metric in sorted(sweep.metrics, key=lambda m: ({"decode_step": 0, "prefill": 1}.get(m, 2), m)):
+        for metric in sorted(sweep.metrics, key=lambda m: (metric_rank(m), m)):
             rows = [r for r in sweep.rows if r["metric"] == metric]
             unit = rows[0].get("unit", "ms")
             raw = metric.replace("_", " ")
@@ -139,5 +139,6 @@ def build(inputs, d, names: list[str], sweep=None, primary=()) -> list[tuple[str
                              viz.sweep(pts, x="context", y="median_ms", color="variant", lo="min_ms", hi="max_ms",
                                        title=f"{label} vs context length{html.escape(where, quote=False)} "
                                              "(median, min–max)",
-                                       x_title="context length (tokens)", y_title=f"{label} ({unit})")))
+                                       x_title="context length (tokens)", y_title=f"{label} ({unit})",
+                                       workload=inputs[0].workload)))
     return figs

@@ -1,22 +1,42 @@
-"""Fixed number formatting: the same value always prints the same way (reports are compared
-byte for byte)."""
+"""Number formatting, once for the whole package: the command line, figures, widgets and
+reports all print a value the same way (reports are compared byte for byte).
+
+Microseconds are written ``µs`` wherever text is rendered (HTML, notebooks, Markdown, which is
+rendered from the same report model as the HTML) and ``us`` on the terminal, whose output
+stays ASCII (arrows there are ``->`` too). This module imports nothing of ``workbench``, so
+any layer may use it.
+"""
 
 from __future__ import annotations
 
 import math
 
+MICRO = "\u00b5s"
+MICRO_ASCII = "us"
+
 
 def num(x: float) -> str:
-    """Counts that may be per-step averages: ``15``, ``15.33``."""
+    """Counts that may be per-step averages: ``15``, ``15.33``, ``1,536``; enough decimals
+    that a non-integer never prints as an integer (``3.997``, not ``4.00``)."""
     x = float(x)
     if not math.isfinite(x):
         return "n/a"
     if x.is_integer():
-        return f"{x:.0f}"
-    for d in range(2, 7):  # enough decimals that a non-integer never prints as one (3.997, not 4.00)
+        return f"{x:,.0f}"
+    for d in range(2, 7):
         if round(x, d) != round(x):
-            return f"{x:.{d}f}"
-    return f"{x:.6f}"
+            return f"{x:,.{d}f}"
+    return f"{x:,.6f}"
+
+
+def compact(x: float) -> str:
+    """A bar label: integers whole, else one decimal from 10 up and two below."""
+    x = float(x)
+    if not math.isfinite(x):
+        return "n/a"
+    if x.is_integer():
+        return f"{int(x):,}"
+    return f"{x:,.1f}" if abs(x) >= 10 else f"{x:,.2f}"
 
 
 def ms(x: float) -> str:
@@ -35,9 +55,14 @@ def ms(x: float) -> str:
 
 
 def us_from_ns(ns: float) -> str:
-    """Nanoseconds shown as microseconds, one decimal."""
+    """Nanoseconds shown as microseconds, one decimal, without the unit."""
     x = float(ns) / 1000.0
     return "n/a" if not math.isfinite(x) else f"{x:,.1f}"
+
+
+def us(ns: float, unit: str = MICRO) -> str:
+    """Nanoseconds as microseconds with the unit: ``486.1 µs`` (``unit=MICRO_ASCII`` on a terminal)."""
+    return f"{us_from_ns(ns)} {unit}"
 
 
 def pct(new: float, old: float) -> str:
@@ -67,7 +92,7 @@ def signed(x: float) -> str:
     return ("+" if x > 0 else "-") + num(abs(x))
 
 
-def layer_span(layers: list[int]) -> str:
+def layer_span(layers) -> str:
     """``[0,1,2,3,5]`` -> ``0–3, 5``."""
     layers = sorted(set(int(x) for x in layers))
     parts = []

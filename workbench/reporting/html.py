@@ -1,4 +1,4 @@
-"""Render a :class:`~workbench.report.model.Report` and its figures as one self-contained HTML
+"""Render a :class:`~workbench.reporting.model.Report` and its figures as one self-contained HTML
 file: plotly.js embedded once, no network (a Content-Security-Policy forbids every fetch and
 allows only the page's own scripts, by hash), every trace-supplied string escaped.
 

@@ -32,9 +32,10 @@ class Input:
 
     @property
     def workload(self) -> str | None:
-        cap = self.meta.get("capture") or {}
-        w = cap.get("workload")
-        return None if w is None else str(w)
+        """The workload the manifest names (None for an imported capture)."""
+        from ..workloads import workload_name
+
+        return workload_name(self.meta)
 
 
 def _file_sha256(path: Path) -> str:

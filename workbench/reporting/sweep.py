@@ -24,6 +24,7 @@ import re
 from typing import Any
 
 from ..errors import WorkbenchError
+from ..textfmt import MICRO
 
 _LISTS = ("points", "results", "captures", "rows", "runs", "sweep", "data")
 _CTX = ("ctx", "context", "context_len", "context_length", "seq_len", "prompt_len")
@@ -122,9 +123,9 @@ def _values(p: dict) -> dict[str, tuple[str, dict]]:
             elif k.endswith("_ms") and k[:-3] not in out:
                 out[k[:-3]] = ("ms", st)
             elif k.endswith("_us_per_layer"):
-                out[k.replace("_us_per_layer", "_per_layer")] = ("µs", st)
+                out[k.replace("_us_per_layer", "_per_layer")] = (MICRO, st)
             elif k.endswith("_us"):
-                out[k[:-3]] = ("µs", st)
+                out[k[:-3]] = (MICRO, st)
     return out
 
 

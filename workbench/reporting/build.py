@@ -1,0 +1,83 @@
+"""Build the :class:`~workbench.reporting.model.Report` from loaded inputs.
+
+Pure: the same traces (and sweep) give the same report. Nothing here reads the clock, the
+working directory or the git checkout; revisions come from the traces' manifests. The parts
+come from one module each: ``results`` (timed phases, launches, headline), ``tables`` (what
+changed), ``checks`` (correctness, gaps), ``provenance`` (environment, trace identities).
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from . import checks, provenance, results, tables
+from .inputs import Input, Sweep
+from .model import Code, Headline, Report
+from .provenance import get
+
+
+def _variant_changes(base: Input, fix: Input) -> list[tuple[str, str, str]]:
+    """(key, base value, fix value) for each capture setting and variant key that differs."""
+    out = []
+    for key in ("workload", "engine", "backend"):
+        a, b = get(base.meta, "capture", key), get(fix.meta, "capture", key)
+        if a is not None and b is not None and a != b:
+            out.append((key, str(a), str(b)))
+    va, vb = get(base.meta, "capture", "variant"), get(fix.meta, "capture", "variant")
+    if isinstance(va, dict) and isinstance(vb, dict):
+        for k in sorted(set(va) | set(vb), key=str):
+            if va.get(k) != vb.get(k):
+                out.append((f"variant.{k}", str(va.get(k, "–")), str(vb.get(k, "–"))))
+    return out
+
+
+def _regenerate(inputs: list[Input], sweep: Sweep | None, title: str | None, allow_mixed: bool) -> str:
+    """The command that regenerates this report (trace names, not the paths they were read from)."""
+    regen = ["workbench", "report", *[i.name for i in inputs]]
+    if sweep is not None:
+        regen += ["--sweep", sweep.source]
+    if title:
+        regen += ["--title", title]
+    if allow_mixed:
+        regen.append("--allow-mixed")
+    return shlex.join(regen + ["-o", "report.html", "--md", "report.md"])
+
+
+def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | None = None,
+          allow_mixed: bool = False) -> Report:
+    """The report model of ``inputs`` (base, fix, extras), their diff ``d`` and a sweep."""
+    import workbench
+
+    base, fix, extras = inputs[0], inputs[1], inputs[2:]
+    phases = [results.phases(i.meta) for i in inputs]
+    launches = [results.launches(i) for i in inputs]
+    unit = results.unit(inputs)
+    headline = results.headline(phases, launches, unit)
+    correctness, corr_gaps, corr_summary = checks.correctness(inputs)
+    if checks.outputs(base.meta) is not None and checks.outputs(fix.meta) is not None:
+        headline.append(Headline("outputs", "", "", corr_summary[0]))
+    names = tables.changed_names(d)
+    aligned, n_aligned = tables.alignments(d, names) if names else ([], 0)
+    return Report(
+        title=title or f"{base.name} → {fix.name}",
+        subtitle=["base ", Code(base.name), " → fix ", Code(fix.name)] +
+                 [x for e in extras for x in (f", {e.role} ", Code(e.name))],
+        headline=headline,
+        commands=[(i.role, i.name, provenance.command(i.meta)) for i in inputs],
+        results=results.results(inputs, phases, launches, unit),
+        variant_changes=_variant_changes(base, fix),
+        layer_counts=tables.layer_counts(d, names) if names else None,
+        range_times=tables.range_times(d, names) if names else None,
+        alignments=aligned,
+        alignments_total=n_aligned,
+        changed_ranges=names,
+        correctness=correctness,
+        environment=provenance.environment(inputs),
+        provenance=provenance.provenance(inputs, sweep),
+        sweep=tables.sweep_table(sweep) if sweep is not None else None,
+        sweep_note=tables.sweep_note(sweep) if sweep is not None else [],
+        gaps=checks.gaps(inputs, phases, d, sweep, corr_gaps, allow_mixed),
+        regenerate=_regenerate(inputs, sweep, title, allow_mixed),
+        generator=f"workbench {workbench.__version__}",
+        roles=[(i.role, i.name) for i in inputs],
+    )

@@ -1,0 +1,139 @@
+"""What a report checks and admits: each trace's recorded outputs against the base's, and the
+gaps ("not run / remaining gaps") the report could not close, with the reason for each.
+"""
+
+from __future__ import annotations
+
+from .inputs import Input, Sweep
+from .model import Code, listing
+from .provenance import ENV_ITEMS, NOT_RECORDED, env_value, get
+from .results import NOT_TIMED
+
+def outputs(meta: dict) -> dict | None:
+    o = meta.get("outputs")
+    return o if isinstance(o, dict) and o else None
+
+
+def _logits(o: dict):
+    """Logits recorded by the capture (base64 float32, see capture/session.py), or None."""
+    import base64
+
+    import numpy as np
+
+    b64, shape = o.get("logits_f32_b64"), o.get("logits_shape")
+    if not isinstance(b64, str) or not isinstance(shape, list):
+        return None
+    try:
+        arr = np.frombuffer(base64.b64decode(b64), dtype=np.float32)
+        return arr.reshape([int(x) for x in shape])
+    except (ValueError, TypeError):
+        return None
+
+
+def _tolerance(meta: dict, base_logits) -> float | None:
+    from ..run import TOLERANCE
+
+    dtype = get(meta, "capture", "engine_info", "dtype") or get(meta, "capture", "variant", "dtype")
+    if dtype not in TOLERANCE:
+        return None
+    return TOLERANCE[dtype] * max(1.0, float(abs(base_logits).max()))
+
+
+def correctness(inputs: list[Input]) -> tuple[list[list], list[list], list[str]]:
+    """Each trace's recorded outputs against the base's: tokens equal, max abs logit diff."""
+    lines: list[list] = []
+    gaps: list[list] = []
+    summaries: list[str] = []
+    base = inputs[0]
+    ob = outputs(base.meta)
+    for other in inputs[1:]:
+        oo = outputs(other.meta)
+        if ob is None or oo is None:
+            missing = [Code(i.name) for i, o in ((base, ob), (other, oo)) if o is None]
+            gaps.append(["correctness of ", Code(other.name), " vs ", Code(base.name),
+                         " not checked: no outputs recorded in ", listing(missing)])
+            continue
+        facts = []
+        tb, to = ob.get("tokens"), oo.get("tokens")
+        if isinstance(tb, list) and isinstance(to, list):
+            if tb == to:
+                facts.append(f"greedy tokens identical ({len(tb)} tokens)")
+            else:
+                first = next((i for i, (x, y) in enumerate(zip(tb, to)) if x != y), min(len(tb), len(to)))
+                facts.append(f"greedy tokens DIFFER (first at position {first} of {len(tb)})")
+        la, lb = _logits(ob), _logits(oo)
+        if la is not None and lb is not None:
+            if la.shape != lb.shape:
+                facts.append(f"logits of different shapes ({list(la.shape)} vs {list(lb.shape)})")
+            else:
+                mad = float(abs(la.astype("float64") - lb.astype("float64")).max()) if la.size else 0.0
+                tol = _tolerance(base.meta, la)
+                text = f"max abs logit diff {mad:.3g}"
+                if tol is not None:
+                    text += f" ({'within' if mad <= tol else 'OUTSIDE'} tolerance {tol:.3g})"
+                facts.append(text)
+        if not facts:
+            facts.append("outputs recorded, but in no form this report compares (" +
+                         ", ".join(sorted(map(str, oo))) + ")")
+        lines.append([f"{other.role} ", Code(other.name), " vs base ", Code(base.name), ": " + "; ".join(facts)])
+        summaries.append("; ".join(facts))
+    return lines, gaps, summaries
+
+
+def gaps(inputs: list[Input], phases: list[dict], d, sweep: Sweep | None, corr_gaps: list,
+          allow_mixed: bool) -> list[list]:
+    """"Not run / remaining gaps": what the report could not show, and why."""
+    base, fix = inputs[0], inputs[1]
+    per_trace: dict[str, list[Input]] = {}  # one line per kind of gap, naming every trace
+    for i, ph in zip(inputs, phases):
+        what = []
+        if not ph:
+            what.append(f"timing {NOT_TIMED}")
+        device = str(get(i.meta, "capture", "device") or "")
+        if device and not device.startswith("cuda"):
+            what.append(f"captured on {device}, not on a GPU")
+        elif not get(i.meta, "env", "gpu"):
+            what.append("no GPU recorded in the trace's environment")
+        missing = [label for label, paths in ENV_ITEMS
+                   if label in ("torch", "triton", "Engine git revision", "Workbench git revision")
+                   and env_value(label, paths, i) is None]
+        if missing:
+            what.append(", ".join(missing) + " " + NOT_RECORDED)
+        for w in what:
+            per_trace.setdefault(w, []).append(i)
+    gaps: list[list] = []
+    for what, members in per_trace.items():  # insertion order: the order the checks run in
+        gaps.append([what + ": ", listing((f"{i.role} ", Code(i.name)) for i in members)])
+    for i in inputs:  # gaps the capture itself recorded
+        for key in ("gaps", "not_run", "skipped"):
+            listed = get(i.meta, "capture", key) or i.meta.get(key)
+            for g in listed if isinstance(listed, list) else []:
+                gaps.append([f"{i.role} ", Code(i.name), ": ", Code(str(g))])
+    gaps += corr_gaps
+    for side, inp in (("a", base), ("b", fix)):
+        n = int(d.totals.get(f"unattributed_{side}", 0))
+        if n:
+            gaps.append([f"{inp.role} ", Code(inp.name), f": {n} kernel(s) outside any range or without a launch "
+                                                           "record (counted, not attributed to a layer)"])
+    for i in inputs:
+        k = i.trace.kernels
+        if len(k) and bool(k["graph"].any()):
+            gaps.append([f"{i.role} ", Code(i.name), f": {int(k['graph'].sum())} kernel(s) launched from CUDA "
+                                                     "graphs, attributed through their graph launch (to the step, not to a layer)"])
+    if d.common == 0:
+        gaps.append(["base and fix share no range path: no per-range comparison possible"])
+    if sweep is not None:
+        gaps += [["sweep: ", Code(s)] for s in sweep.not_run]
+    engines = {str(get(i.meta, "capture", "engine")) for i in inputs if get(i.meta, "capture", "engine")}
+    if engines:
+        from ..engines import KINDS
+
+        if sweep is not None:
+            engines |= {str(v) for v in sweep.meta.get("engines", [])}
+        missing = [k for k in KINDS if k not in engines]
+        if missing:
+            gaps.append(["engines without a capture in this report: " + ", ".join(missing)])
+    if allow_mixed:
+        gaps.append(["traces of different workloads were allowed (--allow-mixed): per-range numbers compare "
+                     "different programs"])
+    return gaps

@@ -1,0 +1,170 @@
+"""Where a report's traces came from: each trace's recorded environment (hardware, versions,
+revisions), its capture command, profiler and content hash. Everything is read from the traces'
+manifests; nothing here reads the machine the report is made on.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from .inputs import Input, Sweep
+from .model import Code, Mixed, Table
+
+NOT_RECORDED = "not recorded"
+
+
+
+def get(d: dict, *path):
+    for p in path:
+        if not isinstance(d, dict) or p not in d:
+            return None
+        d = d[p]
+    return d
+
+
+def _first(meta: dict, *paths) -> str | None:
+    for p in paths:
+        v = get(meta, *p)
+        if v not in (None, "", [], {}):
+            return _cuda_version(v) if p[-1] in ("cuda_runtime_version", "cuda_driver_version") else str(v)
+    return None
+
+
+def _cuda_version(v) -> str:
+    """CUPTI/nsys report CUDA versions as 13000 -> ``13.0``."""
+    if isinstance(v, int) and v >= 1000:
+        return f"{v // 1000}.{(v % 1000) // 10}"
+    return str(v)
+
+
+def command(meta: dict) -> str:
+    cmd = get(meta, "capture", "command")
+    if cmd is None:
+        cmd = get(meta, "source", "command")
+    if cmd is None:
+        return ""
+    if isinstance(cmd, (list, tuple)):
+        return shlex.join(str(c) for c in cmd)
+    return str(cmd)
+
+
+def tool(meta: dict) -> str:
+    tool = get(meta, "source", "tool")
+    ver = get(meta, "source", "tool_version")
+    if tool and ver:
+        return f"{tool} {ver}"
+    return str(tool or ver or NOT_RECORDED)
+
+
+# Rows of "Hardware, Environment and Revisions": label -> where to look (first hit wins).
+ENV_ITEMS: list[tuple[str, tuple]] = [
+    ("GPU", (("env", "gpu"), ("capture", "gpu"))),
+    ("Driver", (("env", "driver"), ("env", "driver_version"))),
+    ("CUDA (torch build)", (("env", "cuda"), ("env", "cuda_version"), ("env", "cuda_runtime_version"))),
+    ("CUDA (driver API)", (("env", "cuda_driver_version"),)),
+    ("torch", (("env", "torch"), ("env", "torch_version"))),
+    ("triton", (("env", "triton"), ("env", "triton_version"))),
+    ("Nsight Systems", (("env", "nsys"), ("env", "nsys_version"))),
+    ("Profiler", ()),  # from source.tool / tool_version
+    ("Python", (("env", "python"), ("env", "python_version"))),
+    ("OS", (("env", "os"), ("env", "platform"))),
+    ("Engine", ()),  # from capture.engine and capture.engine_info
+    ("Engine git revision", (("env", "engine_git"), ("env", "engine_revision"), ("capture", "engine_revision"))),
+    ("Workbench git revision", (("env", "git", "revision"), ("env", "workbench_revision"))),
+]
+# The env keys a row above shows; every other key a manifest records gets a row of its own.
+_ENV_USED = {p[1] for _, paths in ENV_ITEMS for p in paths if p[0] == "env" and len(p) > 1}
+
+
+def _engine(meta: dict) -> str | None:
+    kind = get(meta, "capture", "engine")
+    if kind is None:
+        return None
+    info = get(meta, "capture", "engine_info")
+    extra = ""
+    if isinstance(info, dict):
+        keep = [f"{k}={info[k]}" for k in sorted(info) if k not in ("engine", "build_key", "artifacts")
+                and isinstance(info[k], (str, int, float, bool))]
+        extra = f" ({', '.join(keep)})" if keep else ""
+    return f"{kind}{extra}"
+
+
+def env_value(label: str, paths: tuple, inp: Input) -> str | None:
+    meta = inp.meta
+    if label == "Profiler":
+        return tool(meta)
+    if label == "Engine":
+        return _engine(meta)
+    v = _first(meta, *paths)
+    if label == "Nsight Systems" and v is None and "nsight" in str(get(meta, "source", "tool") or "").lower():
+        v = get(meta, "source", "tool_version")
+        v = None if v is None else str(v)
+    if label == "Workbench git revision" and v is not None:
+        git = get(meta, "env", "git")
+        if isinstance(git, dict) and git.get("dirty"):
+            v += " (with uncommitted changes)"
+    if label == "Engine git revision" and v is None and get(meta, "capture", "engine") is not None:
+        rev = get(meta, "env", "git", "revision")
+        if rev:
+            v = str(rev)  # the engines live in the workbench's repository
+    return v
+
+
+def _merge_cells(values: list[tuple[str, str | None]]) -> list:
+    """One value when every trace agrees, else ``role: value`` for each."""
+    shown = [(role, v if v is not None else NOT_RECORDED) for role, v in values]
+    distinct = {v for _, v in shown}
+    if len(distinct) == 1:
+        return [Code(shown[0][1])] if shown[0][1] != NOT_RECORDED else [NOT_RECORDED]
+    parts: list = []
+    for i, (role, v) in enumerate(shown):
+        if i:
+            parts.append("; ")
+        parts.append(f"{role}: ")
+        parts.append(Code(v) if v != NOT_RECORDED else NOT_RECORDED)
+    return [Mixed(tuple(parts))]
+
+
+def _show(key: str, v) -> str | None:
+    import json
+
+    if v in (None, "", [], {}):
+        return None
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=True, default=str)
+    if key.endswith("_version") and isinstance(v, int):
+        return _cuda_version(v)
+    return str(v)
+
+
+def environment(inputs: list[Input]) -> Table:
+    import workbench
+
+    rows = []
+    for label, paths in ENV_ITEMS:
+        vals = [(i.role, env_value(label, paths, i)) for i in inputs]
+        rows.append([label, *_merge_cells(vals)])
+    extra = sorted({k for i in inputs for k in (i.meta.get("env") or {}) if k not in _ENV_USED})
+    for k in extra:
+        vals = []
+        for i in inputs:
+            v = (i.meta.get("env") or {}).get(k)
+            vals.append((i.role, _show(k, v)))
+        rows.append([Code(k), *_merge_cells(vals)])
+    rows.append(["Report generator", Code(f"workbench {workbench.__version__}")])
+    note = "From each trace's manifest (recorded at capture time); one value when all traces agree."
+    if any(get(i.meta, "capture", "engine") is not None for i in inputs):
+        note += " The engines are the workbench's own code, so their revision is the workbench's."
+    return Table(["Item", "Value"], rows, note=note)
+
+
+def provenance(inputs: list[Input], sweep: Sweep | None) -> Table:
+    rows = []
+    for i in inputs:
+        src = i.meta.get("source") or {}
+        rows.append([i.role, Code(i.name), Code(str(src.get("file", i.name))), Code(str(src.get("format", "?"))),
+                     Code(tool(i.meta)), Code(i.hash_kind), Code(i.sha256)])
+    if sweep is not None:
+        rows.append(["sweep", Code(sweep.source), Code(sweep.source), Code("json"), "", Code("file sha256"),
+                     Code(sweep.sha256)])
+    return Table(["Role", "Trace", "Captured file", "Format", "Tool", "Hash", "SHA-256"], rows)

@@ -1,0 +1,186 @@
+"""The diff's tables: the ranges that changed, per layer and summed, their aligned kernel
+sequences, and the sweep as a table with its notes.
+"""
+
+from __future__ import annotations
+
+from .. import textfmt as fmt
+from .inputs import Sweep
+from .model import AlignGroup, Code, Table, listing
+
+# A range counts as changed when its kernel count differs in any layer, or when its GPU time
+# per step (summed over layers) moved by at least this fraction and this many nanoseconds.
+TIME_CHANGE = 0.20
+TIME_CHANGE_NS = 1000.0
+MAX_COLUMNS = 8  # changed ranges shown in the per-layer table (all are in the range table)
+MAX_ALIGNMENTS = 12  # kernel-sequence groups shown
+MAX_OPS = 200  # lines of one aligned sequence
+
+
+def ranges_view(d):
+    """``d.ranges`` with ``name`` made readable for keys that are not a range of their own:
+    kernels launched directly inside a step show as ``(step)``, unattributed ones by their key."""
+    r = d.ranges
+    special = r["range"].astype(str).str.startswith("(")
+    if special.any():
+        r = r.copy()
+        r["name"] = r["name"].astype(str).where(~special, r["range"].astype(str))
+    return r
+
+
+def changed_names(d) -> list[str]:
+    r = ranges_view(d)
+    if not len(r):
+        return []
+    names = set(r.loc[r["kernels_a"] != r["kernels_b"], "name"].astype(str))
+    names |= set(r.loc[r["status"] != "both", "name"].astype(str))
+    g = r.groupby("name", sort=True)[["gpu_time_ns_a", "gpu_time_ns_b"]].sum()
+    for name, row in g.iterrows():
+        a, b = float(row["gpu_time_ns_a"]), float(row["gpu_time_ns_b"])
+        if abs(b - a) >= TIME_CHANGE_NS and (a == 0 or abs(b - a) >= TIME_CHANGE * a):
+            names.add(str(name))
+    return sorted(names)
+
+
+def _arrow(a: float, b: float) -> str:
+    return fmt.num(a) if a == b else f"{fmt.num(a)} → {fmt.num(b)}"
+
+
+def layer_counts(d, names: list[str]) -> Table | None:
+    lay = d.layers[(d.layers["layer"] >= 0) & d.layers["range"].astype(str).isin(names)]
+    moved = set(lay.loc[lay["kernels_a"] != lay["kernels_b"], "range"].astype(str))
+    lay = lay[lay["range"].astype(str).isin(moved)]  # time-only changes are in the range table
+    if not len(lay):
+        return None
+    cols = sorted(set(lay["range"].astype(str)))
+    more = 0
+    if len(cols) > MAX_COLUMNS:  # keep the ranges whose kernel counts moved most
+        moved = lay.assign(m=(lay["kernels_b"] - lay["kernels_a"]).abs()).groupby(lay["range"].astype(str))["m"].sum()
+        keep = sorted(sorted(cols, key=lambda c: (-float(moved.get(c, 0)), c))[:MAX_COLUMNS])
+        more = len(cols) - len(keep)
+        cols = keep
+        lay = lay[lay["range"].astype(str).isin(cols)]
+    cells: dict[int, dict[str, str]] = {}
+    for row in lay.itertuples(index=False):
+        cells.setdefault(int(row.layer), {})[str(row.range)] = _arrow(row.kernels_a, row.kernels_b)
+    layers = sorted(cells)
+    # Merge runs of consecutive layers whose cells are identical: a 60-layer model stays short.
+    groups: list[tuple[list[int], tuple]] = []
+    for layer in layers:
+        key = tuple(cells[layer].get(c, "–") for c in cols)
+        if groups and groups[-1][1] == key and groups[-1][0][-1] == layer - 1:
+            groups[-1][0].append(layer)
+        else:
+            groups.append(([layer], key))
+    rows = [[fmt.layer_span(ls), *key] for ls, key in groups]
+    return Table(["Layer(s)", *[Code(c) for c in cols]], rows, numeric=tuple(range(1, len(cols) + 1)),
+                 note="Kernels launched per decode step in each changed range, base → fix "
+                      "(consecutive layers with identical counts share a row)."
+                      + (f" {more} more changed range(s) are in the table below." if more else ""))
+
+
+def range_times(d, names: list[str]) -> Table | None:
+    r = ranges_view(d)
+    r = r[r["name"].astype(str).isin(names)]
+    if not len(r):
+        return None
+    rows = []
+    for name, g in r.groupby(r["name"].astype(str), sort=True):
+        ka, kb = float(g["kernels_a"].sum()), float(g["kernels_b"].sum())
+        ta, tb = float(g["gpu_time_ns_a"].sum()), float(g["gpu_time_ns_b"].sum())
+        status = sorted(set(g["status"].astype(str)))
+        where = "only in base" if status == ["only_a"] else "only in fix" if status == ["only_b"] else ""
+        rows.append([Code(name), str(len(g)) + (f" ({where})" if where else ""), _arrow(ka, kb),
+                     f"{fmt.us_from_ns(ta)} → {fmt.us_from_ns(tb)}", fmt.pct(tb, ta)])
+    return Table(["Range", "Instances per step", "Kernels per step", f"GPU time per step ({fmt.MICRO})", "Change"], rows,
+                 numeric=(1, 2, 3, 4),
+                 note=f"Summed over layers. A range is listed when its kernel count changed or its GPU time moved "
+                      f"by at least {TIME_CHANGE:.0%} (and {TIME_CHANGE_NS / 1000:g} {fmt.MICRO}).")
+
+
+def _runs(names: list[str]) -> list[tuple[str, int]]:
+    out: list[list] = []
+    for n in names:
+        if out and out[-1][0] == n:
+            out[-1][1] += 1
+        else:
+            out.append([n, 1])
+    return [(n, c) for n, c in out]
+
+
+def alignments(d, names: list[str]) -> tuple[list[AlignGroup], int]:
+    r = ranges_view(d)
+    r = r[(r["status"] == "both") & r["name"].astype(str).isin(names)]
+    groups: dict[tuple, list] = {}
+    for row in r.itertuples(index=False):
+        al = d.alignments.get(row.range)
+        if al is None or not (al.removed or al.added):
+            continue
+        ops = tuple((op, n, c) for op, ks in al.ops for n, c in _runs(list(ks)))
+        groups.setdefault((str(row.name), ops), []).append((int(row.layer), str(row.range)))
+    out = []
+    for (name, ops), members in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[1][0][0], kv[1][0][1])):
+        layers = [lay for lay, _ in members if lay >= 0]
+        if len(layers) == len(members) and layers:
+            where = f"layer{'s' if len(layers) > 1 else ''} {fmt.layer_span(layers)}"
+        elif len(members) == 1 and members[0][1] == name:
+            where = ""  # a range of its own, e.g. (step): kernels launched directly in the step
+        else:
+            where = ", ".join(k for _, k in sorted(members)[:6]) + (" …" if len(members) > 6 else "")
+        removed = sum(c for op, _, c in ops if op == "removed")
+        added = sum(c for op, _, c in ops if op == "added")
+        out.append(AlignGroup(name, where, len(members), list(ops[:MAX_OPS]), removed, added,
+                              truncated=max(0, len(ops) - MAX_OPS)))
+    total = len(out)
+    if total > MAX_ALIGNMENTS:  # keep the groups that changed most, in name order
+        keep = sorted(out, key=lambda g: (-(g.removed + g.added) * g.count, g.range, g.where))[:MAX_ALIGNMENTS]
+        out = [g for g in out if g in keep]
+    return out, total
+
+
+def metric_rank(metric: str) -> int:
+    return {"decode_step": 0, "prefill": 1}.get(metric, 2)
+
+
+def sweep_table(sweep: Sweep) -> Table:
+    """One row per (metric, series), one column per context length."""
+    contexts = sorted({r["context"] for r in sweep.rows}, key=float)
+    cells: dict[tuple, dict] = {}
+    for r in sweep.rows:
+        n = f", {r['n']} runs" if r.get("n") else ""
+        spread = "" if r["min"] == r["max"] == r["median"] else f" ({fmt.ms(r['min'])}–{fmt.ms(r['max'])}{n})"
+        cells.setdefault((r["metric"], r["series"]), {})[r["context"]] = \
+            f"{fmt.ms(r['median'])} {r.get('unit', 'ms')}{spread}"
+    order = sorted(cells, key=lambda k: (metric_rank(k[0]), k[0], k[1]))
+    rows = [[Code(m), Code(s), *[cells[(m, s)].get(c, "–") for c in contexts]] for m, s in order]
+    return Table(["Metric", "Series", *[f"context {c}" for c in contexts]], rows,
+                 numeric=tuple(range(2, 2 + len(contexts))),
+                 note="Median (min–max over runs) of each point; a series is what differs between the "
+                      "sweep's captures.")
+
+
+def sweep_note(sweep: Sweep) -> list[list]:
+    """Lines: each metric's series at the longest context they share; what was left out."""
+    lines: list[list] = []
+    for metric in sorted(sweep.metrics, key=lambda m: (metric_rank(m), m)):
+        rows = [r for r in sweep.rows if r["metric"] == metric]
+        by: dict[str, dict] = {}
+        for r in rows:
+            by.setdefault(r["series"], {})[r["context"]] = r["median"]
+        series = sorted(by)
+        if len(series) < 2:
+            continue
+        common = set.intersection(*(set(v) for v in by.values()))
+        if not common:
+            continue
+        c = max(common, key=float)
+        unit = rows[0].get("unit", "ms")
+        lines.append([f"{metric.replace('_', ' ')} at context {c}: ",
+                      listing((Code(s), f" {fmt.ms(by[s][c])} {unit}") for s in series)])
+    groups = sweep.meta.get("left_out_groups") or []
+    if groups:
+        lines.append(["not part of the sweep (a single context length): group(s) ", listing(map(Code, groups))])
+    left = sweep.meta.get("left_out") or []
+    if left:
+        lines.append(["measured at one context length only, so not plotted: ", listing(map(Code, left))])
+    return lines

@@ -1,0 +1,253 @@
+"""``TraceDiffWidget``: two stored traces side by side, per layer and per range, with their
+aligned kernel sequences and (on request) the timelines of one range instance."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import ipywidgets as widgets
+
+from ..analysis.diff import TraceDiff, diff
+from ..analysis.projection import NO_LAUNCH, NO_RANGE
+from ..textfmt import num, us
+from ..trace import Trace, list_traces
+from .diff_figures import diff_bars
+from .notebook import default_pair, traces_root
+from .timelines import timeline
+from .widgets import _STYLE, alignment_table, error, open_cached, range_header, show
+
+_e = html.escape
+
+
+class TraceDiffWidget(widgets.VBox):
+    """Compare two stored traces: pick A and B, a layer or a range; see kernels and GPU time
+    per step A vs B, the aligned kernel sequences side by side, and (button) the timeline of
+    that range instance in both traces.
+
+    ``a``/``b``: stored trace names, or ``Trace`` objects (added to the choices); ``root``:
+    the trace store (default: ``$WORKBENCH_TRACES`` or the repository's ``traces/``).
+    """
+
+    def __init__(self, a=None, b=None, root=None, *, max_groups: int = 8, max_ranges: int = 400):
+        self.root = Path(root) if root is not None else traces_root()
+        self.max_groups = max_groups
+        self.max_ranges = max_ranges
+        self._traces: dict[str, Trace] = {}
+        self._diffs: dict[tuple[str, str], TraceDiff] = {}
+        options = [(n, n) for n in list_traces(self.root)]
+        keys = []
+        for t in (a, b):
+            if isinstance(t, Trace):
+                key = f"{t.label} (in memory #{len(self._traces)})"
+                self._traces[key] = t
+                options.append((key, key))
+                keys.append(key)
+            else:
+                keys.append(str(t) if t is not None else None)
+        names = [v for _, v in options]
+        if keys[0] is None or keys[1] is None:
+            pair = default_pair(self.root) or (None, None)
+            if keys[0] is None:
+                keys[0] = pair[0] or (names[0] if names else None)
+            if keys[1] is None:
+                keys[1] = pair[1] or (names[1] if len(names) > 1 else keys[0])
+        for k in keys:
+            if k is not None and k not in names:  # a path or a name outside the store
+                options.append((k, k))
+                names.append(k)
+        style = {"description_width": "initial"}
+        lay = widgets.Layout(width="48%")
+        self.a_select = widgets.Dropdown(options=options, value=keys[0], description="A (before)", style=style, layout=lay)
+        self.b_select = widgets.Dropdown(options=options, value=keys[1], description="B (after)", style=style, layout=lay)
+        self.scope = widgets.Dropdown(options=[("all layers", "all")], value="all", description="layer / range",
+                                      style=style, layout=widgets.Layout(width="60%"))
+        self.timeline_button = widgets.Button(description="show timeline", icon="chart-bar", button_style="info",
+                                              tooltip="Gantt of this layer / range instance in A and B")
+        self.summary = widgets.HTML()
+        self.bars = widgets.Output(layout=widgets.Layout(width="100%"))
+        self.table = widgets.HTML(layout=widgets.Layout(width="100%"))
+        self.timeline = widgets.Output(layout=widgets.Layout(width="100%"))
+        self.diff: TraceDiff | None = None
+        self.figure = None
+        self.timeline_figures: list = []
+        super().__init__([
+            widgets.HBox([self.a_select, self.b_select]),
+            widgets.HBox([self.scope, self.timeline_button]),
+            self.summary, self.bars,
+            widgets.HTML("<b>Aligned kernel sequences</b> (first instance of each range; "
+                         "<span style='background:#fde0dd;color:#a50f15'>&minus; removed in B</span>, "
+                         "<span style='background:#e5f5e0;color:#006d2c'>+ added in B</span>)"),
+            self.table, self.timeline,
+        ])
+        self.add_class("wb-trace-diff")
+        self.a_select.observe(self._on_traces, names="value")
+        self.b_select.observe(self._on_traces, names="value")
+        self.scope.observe(self._on_scope, names="value")
+        self.timeline_button.on_click(self._on_timeline)
+        self._on_traces()
+
+    # -- data ------------------------------------------------------------------------------
+    def _trace(self, key: str) -> Trace:
+        return open_cached(self._traces, self.root, key)
+
+    def _diff(self) -> TraceDiff:
+        pair = (self.a_select.value, self.b_select.value)
+        if pair not in self._diffs:
+            self._diffs[pair] = diff(self._trace(pair[0]), self._trace(pair[1]))
+        return self._diffs[pair]
+
+    def scope_options(self, d: TraceDiff) -> list[tuple[str, str]]:
+        opts = [("all layers", "all")]
+        layers = sorted(int(x) for x in d.ranges["layer"].unique() if x >= 0)
+        for layer in layers:
+            sub = d.ranges[d.ranges["layer"] == layer]
+            opts.append((f"layer {layer}  (kernels/step {num(sub['kernels_a'].sum())} \u2192 {num(sub['kernels_b'].sum())})",
+                         f"layer:{layer}"))
+        ranges = d.ranges
+        if len(ranges) > self.max_ranges:  # a long dropdown is unusable: the ranges that changed most
+            order = ranges.assign(_w=ranges["delta_gpu_time_ns"].abs()).sort_values(["_w", "range"], ascending=[False, True],
+                                                                                     kind="stable")
+            ranges = order.head(self.max_ranges)
+        for r in ranges.sort_values("range", kind="stable").itertuples():
+            tag = {"only_a": "  [only in A]", "only_b": "  [only in B]"}.get(r.status, "")
+            opts.append((f"{r.range}  ({num(r.kernels_a)} \u2192 {num(r.kernels_b)}){tag}", f"range:{r.range}"))
+        return opts
+
+    # -- events ----------------------------------------------------------------------------
+    def _on_traces(self, change=None) -> None:
+        self.timeline.outputs = ()
+        self.timeline_figures = []
+        if self.a_select.value is None or self.b_select.value is None:
+            self.summary.value = error(f"no stored traces under {self.root}: pass a= and b= (names, paths or Trace "
+                                        "objects) or root=")
+            return
+        try:
+            d = self._diff()
+        except Exception as e:  # show it in the widget: a callback's exception is easy to miss
+            self.diff = None
+            self.summary.value = error(str(e))
+            self.bars.outputs = ()
+            self.table.value = ""
+            return
+        self.diff = d
+        old = self.scope.value
+        opts = self.scope_options(d)
+        values = [v for _, v in opts]
+        with self.hold_trait_notifications():
+            self.scope.unobserve(self._on_scope, names="value")
+            self.scope.options = opts
+            self.scope.value = old if old in values else "all"
+            self.scope.observe(self._on_scope, names="value")
+        self._render()
+
+    def _on_scope(self, change=None) -> None:
+        self.timeline.outputs = ()
+        self.timeline_figures = []
+        self._render()
+
+    def _where(self):
+        v = self.scope.value
+        if v.startswith("layer:"):
+            return ("layer", int(v.split(":", 1)[1]))
+        if v.startswith("range:"):
+            return v.split(":", 1)[1]
+        return None
+
+    def _render(self) -> None:
+        d = self.diff
+        if d is None:
+            return
+        t = d.totals
+        head = (f"<div class='wb-summary'><b>A</b> {_e(d.a)} \u2192 <b>B</b> {_e(d.b)}: kernels/step "
+                f"<b>{num(t['kernels_per_step_a'])} \u2192 {num(t['kernels_per_step_b'])}</b>, GPU time/step "
+                f"<b>{us(t['gpu_time_per_step_ns_a'])} \u2192 {us(t['gpu_time_per_step_ns_b'])}</b> "
+                f"({t['steps_a']} vs {t['steps_b']} captured steps; {d.common} ranges in common)</div>")
+        if d.common == 0:
+            head += ("<div style='color:#a50f15'>No range in common between A and B: their range paths differ "
+                     f"entirely ({t['only_a_ranges']} only in A, {t['only_b_ranges']} only in B).</div>")
+        self.summary.value = head
+        v = self.scope.value
+        try:
+            if v == "all":
+                fig = diff_bars(d, None)
+            elif v.startswith("layer:"):
+                fig = diff_bars(d, int(v.split(":", 1)[1]))
+            else:
+                fig = diff_bars(d, v.split(":", 1)[1])
+        except Exception as e:
+            self.figure = None
+            self.bars.outputs = ()
+            self.table.value = error(str(e))
+            return
+        self.figure = fig
+        show(self.bars, fig)
+        self.table.value = self._alignments_html(d, v)
+
+    def _alignments_html(self, d: TraceDiff, v: str) -> str:
+        r = d.ranges[d.ranges["status"] == "both"]
+        if v.startswith("layer:"):
+            r = r[r["layer"] == int(v.split(":", 1)[1])]
+        elif v.startswith("range:"):
+            key = v.split(":", 1)[1]
+            r = d.ranges[d.ranges["range"] == key]
+            if len(r) and r["status"].iloc[0] != "both":
+                side = "A" if r["status"].iloc[0] == "only_a" else "B"
+                return f"<div>{_e(key)} exists only in {side}: nothing to align.</div>"
+        if not len(r):
+            return "<div>No range in common: nothing to align.</div>"
+        parts = []
+        if v == "all":
+            # Ranges with the same aligned sequences (every layer's kv_write) are shown once.
+            changed = r[(r["kernels_a"] != r["kernels_b"])]
+            if not len(changed):
+                changed = r
+            groups: dict[tuple, list] = {}
+            for row in changed.sort_values("range", kind="stable").itertuples():
+                al = d.alignments.get(row.range)
+                sig = tuple((op, tuple(ks)) for op, ks in al.ops) if al else ()
+                groups.setdefault(sig, []).append(row)
+            ordered = sorted(groups.values(), key=lambda rows: (-abs(sum(x.delta_kernels for x in rows)), rows[0].range))
+            for rows in ordered[: self.max_groups]:
+                first = rows[0]
+                al = d.alignments.get(first.range)
+                names = ", ".join(_e(str(x.range)) for x in rows[:6]) + (f", \u2026 ({len(rows)} ranges)" if len(rows) > 6 else "")
+                parts.append(f"<div style='margin-top:6px'><b>{names}</b>: kernels/step {num(first.kernels_a)} \u2192 "
+                             f"{num(first.kernels_b)} each; {_e(al.describe()) if al else ''}</div>")
+                if al:
+                    parts.append(alignment_table(al))
+            if len(ordered) > self.max_groups:
+                parts.append(f"<div>\u2026 {len(ordered) - self.max_groups} more groups; pick a layer or range.</div>")
+        else:
+            for row in r.sort_values("range", kind="stable").itertuples():
+                al = d.alignments.get(row.range)
+                parts.append(range_header(row) + (f"<div style='color:#555'>{_e(al.describe())}</div>" if al else ""))
+                if al:
+                    parts.append(alignment_table(al))
+        return _STYLE + "<div class='wb-alignments'>" + "".join(parts) + "</div>"
+
+    def _on_timeline(self, button=None) -> None:
+        d = self.diff
+        if d is None:
+            return
+        where = self._where()
+        items, figs = [], []
+        if where in (NO_RANGE, NO_LAUNCH):
+            self.timeline_figures = []
+            show(self.timeline, f"<div>{_e(where)}: these kernels have no range instance to draw; "
+                                 "pick a layer or a range.</div>")
+            return
+        for side, key in (("A", self.a_select.value), ("B", self.b_select.value)):
+            try:
+                fig = timeline(self._trace(key), where)
+                fig.update_layout(title_text=f"{side}: " + (fig.layout.title.text or ""))
+                figs.append(fig)
+                items.append(fig)
+            except Exception as e:
+                items.append(error(f"{side}: {e}"))
+        self.timeline_figures = figs
+        show(self.timeline, *items)
+
+    def show_timeline(self) -> None:
+        """Same as clicking "show timeline"."""
+        self._on_timeline()
