@@ -1,8 +1,8 @@
 """The Kineto importer's fast paths give exactly the tables of its plain paths.
 
-- the C scanner vs typed msgspec decoding vs orjson (each forced for every piece) on real
-  traces, and the scanner vs the others on tricky but valid input;
-- what the scanner declines gets the other paths' tables or problem;
+- the C scanner vs the library decoder (orjson; each forced for every piece) on real
+  traces, and the scanner vs the library on tricky but valid input;
+- what the scanner declines gets the library path's tables or problem;
 - ranges read by threads vs one pass, on a real trace and on a trace whose B/E ranges open
   in one range and close in another;
 - the problem reported for a piece does not depend on how its rows are built.
@@ -19,8 +19,10 @@ import pandas as pd
 import pytest
 
 from workbench.errors import TraceFormatError
-from workbench.trace import kineto
-from workbench.trace.kineto_parallel import read_parallel
+from workbench.trace.options import ImportOptions
+from workbench.trace.readers import kineto
+from workbench.trace.readers.kineto import columns, decode, events, parallel
+from workbench.trace.readers.kineto.pieces import OnePass
 
 REAL = [
     ("reference", "kineto-kvwrite-unfused-cache-full.json.gz"),
@@ -42,54 +44,47 @@ def assert_same(a, b):
                 assert list(x[col].cat.categories) == list(y[col].cat.categories), (name, col)
 
 
-def typed_flags(monkeypatch) -> list[bool]:
-    """Records, for each piece the scanner left, whether it was decoded into typed structs."""
+def library_pieces(monkeypatch) -> list[int]:
+    """Records the events of each piece the scanner left to the library decoder."""
     seen = []
-    part = kineto._part
+    part = events.part
 
-    def spy(events, typed, *args):
-        seen.append(typed)
-        return part(events, typed, *args)
+    def spy(decoded, where):
+        seen.append(len(decoded))
+        return part(decoded, where)
 
-    monkeypatch.setattr(kineto, "_part", spy)
+    monkeypatch.setattr(events, "part", spy)
     return seen
 
 
 def scanned_flags(monkeypatch) -> list[bool]:
     """Records, for each piece, whether the C scanner read it."""
     seen = []
-    scan = kineto._scan
+    scan = decode.scan
 
     def spy(data, *bounds, **options):
         out = scan(data, *bounds, **options)
         seen.append(out is not None)
         return out
 
-    monkeypatch.setattr(kineto, "_scan", spy)
+    monkeypatch.setattr(decode, "scan", spy)
     return seen
 
 
 def no_scanner(monkeypatch):
-    monkeypatch.setattr(kineto, "_scanner", lambda: None)
+    monkeypatch.setattr(decode, "scanner", lambda: None)
 
 
 @pytest.mark.parametrize("where,name", REAL)
-def test_scanned_typed_and_orjson_pieces_give_the_same_tables(request, monkeypatch, where, name):
+def test_scanned_and_library_pieces_give_the_same_tables(request, monkeypatch, where, name):
     path = request.getfixturevalue(where)(name)
     scanned = scanned_flags(monkeypatch)
-    flags = typed_flags(monkeypatch)
-    fast = kineto.read_kineto(path)
-    assert scanned and all(scanned) and not flags, "the scanner declined a piece of a real trace"
+    library = library_pieces(monkeypatch)
+    fast = kineto.read(path)
+    assert scanned and all(scanned) and not library, "the scanner declined a piece of a real trace"
     no_scanner(monkeypatch)
-    typed = kineto.read_kineto(path)
-    assert flags and all(flags), "the typed decoder refused a piece of a real trace"
-    flags.clear()
-    # bad UTF-8 is the one thing the typed path checks before decoding: claiming it everywhere
-    # sends every piece to orjson
-    monkeypatch.setattr(kineto, "_utf8", lambda data: False)
-    plain = kineto.read_kineto(path)
-    assert flags and not any(flags)
-    assert_same(fast, typed)
+    plain = kineto.read(path)
+    assert library and sum(library) == plain.meta["source"]["events"], "a piece was not decoded by the library"
     assert_same(fast, plain)
 
 
@@ -101,18 +96,51 @@ def unzip(src, tmp_path):
 
 def one_pass(path, chunk, monkeypatch):
     monkeypatch.setattr(kineto, "_CHUNK", chunk)
-    return kineto.read_kineto(path, workers=1)
+    return kineto.read(path, ImportOptions(threads=1))
+
+
+def in_ranges(path, chunk: int, stops: list[int], threads: int):
+    """The file read in the ranges ending at ``stops``; raises where it had to give up."""
+    tables, header = parallel.read_ranges(path, chunk, stops, threads, ImportOptions(threads=threads))
+    return tables.raw(header)
+
+
+def threaded(path, threads: int, monkeypatch):
+    """``kineto.read`` with ``threads`` threads on a file of any size: the trace or the
+    problem reported, and whether the ranges were read apart (not given up for one pass)."""
+    monkeypatch.setattr(parallel, "RANGE_MIN", 1)
+    read_ranges, outcomes = parallel.read_ranges, []
+
+    def spy(*args):
+        try:
+            out = read_ranges(*args)
+        except OnePass:
+            outcomes.append("one pass")
+            raise
+        except TraceFormatError:
+            outcomes.append("problem")
+            raise
+        outcomes.append("tables")
+        return out
+
+    monkeypatch.setattr(parallel, "read_ranges", spy)
+    try:
+        result = kineto.read(path, ImportOptions(threads=threads))
+    except TraceFormatError as e:
+        result = str(e)
+    return result, outcomes in (["tables"], ["problem"])
 
 
 def test_ranges_in_threads_give_the_one_pass_tables(external, tmp_path, monkeypatch):
     path = unzip(external("hta-trace-diff-control.json.gz"), tmp_path)
     chunk = 1 << 20
-    stops = kineto._range_stops(path, chunk, 3)
+    stops = parallel.range_stops(path, chunk, 3)
     assert len(stops) == 2
-    tables, header = read_parallel(path, chunk, stops)  # raises if it had to give up
-    assert_same(tables.trace(header), one_pass(path, chunk, monkeypatch))
-    # and read_kineto takes that path when told to
-    assert_same(kineto.read_kineto(path, workers=3), one_pass(path, chunk, monkeypatch))
+    assert_same(in_ranges(path, chunk, stops, 3), one_pass(path, chunk, monkeypatch))
+    # and kineto.read takes that path when given threads
+    trace, apart = threaded(path, 3, monkeypatch)
+    assert apart
+    assert_same(trace, one_pass(path, chunk, monkeypatch))
 
 
 def begin_end_doc(n: int = 6000) -> dict:
@@ -139,12 +167,12 @@ def test_begin_end_ranges_across_threads(tmp_path, monkeypatch):
     path = tmp_path / "be.json"
     path.write_text(json.dumps(begin_end_doc(), indent=1))
     chunk = 256 << 10
-    stops = kineto._range_stops(path, chunk, 2)
-    tables, header = read_parallel(path, chunk, stops)
+    stops = parallel.range_stops(path, chunk, 2)
+    tables, header = parallel.read_ranges(path, chunk, stops, 2, ImportOptions(threads=2))
     assert header["traceName"] == "after the events"
-    trace = tables.trace(header)
+    trace = tables.raw(header)
     assert_same(trace, one_pass(path, chunk, monkeypatch))
-    assert len(trace.ranges) == 2 * 6000 + 1 and len(trace.kernels) == 6000
+    assert len(trace.tables["ranges"]) == 2 * 6000 + 1 and len(trace.tables["kernels"]) == 6000
 
 
 def test_a_thread_meeting_bad_input_reports_what_one_pass_reports(tmp_path, monkeypatch):
@@ -154,11 +182,10 @@ def test_a_thread_meeting_bad_input_reports_what_one_pass_reports(tmp_path, monk
     path.write_text(json.dumps(doc, indent=1))
     monkeypatch.setattr(kineto, "_CHUNK", 256 << 10)
     with pytest.raises(TraceFormatError) as one:
-        kineto.read_kineto(path, workers=1)
-    with pytest.raises(TraceFormatError) as two:
-        kineto.read_kineto(path, workers=2)
-    assert str(one.value) == str(two.value)
-    assert "range ts has a non-numeric value 'soon'" in str(two.value)
+        kineto.read(path, ImportOptions(threads=1))
+    two, apart = threaded(path, 2, monkeypatch)
+    assert apart and str(one.value) == two
+    assert "range ts has a non-numeric value 'soon'" in two
 
 
 def test_first_problem_is_the_whole_pieces_not_the_first_slices(tmp_path):
@@ -167,13 +194,13 @@ def test_first_problem_is_the_whole_pieces_not_the_first_slices(tmp_path):
     ev = doc["traceEvents"]
     api = next(i for i, e in enumerate(ev) if e["cat"] == "cuda_runtime")
     kernel = max(i for i, e in enumerate(ev) if e["cat"] == "kernel")
-    assert kernel - api > 2 * kineto._SLICE
+    assert kernel - api > 2 * events.SLICE
     ev[api]["dur"] = None
     ev[kernel]["dur"] = None
     path = tmp_path / "two-problems.json"
     path.write_text(json.dumps(doc))
     with pytest.raises(TraceFormatError, match="kernel dur is missing or not finite in 1 event"):
-        kineto.read_kineto(path)
+        kineto.read(path)
 
 
 def test_bad_utf8_in_a_field_never_read_is_still_bad_json(tmp_path):
@@ -182,7 +209,18 @@ def test_bad_utf8_in_a_field_never_read_is_still_bad_json(tmp_path):
     path = tmp_path / "bad-utf8.json"
     path.write_bytes(data)
     with pytest.raises(TraceFormatError, match="not valid JSON"):
-        kineto.read_kineto(path)
+        kineto.read(path)
+
+
+def test_gzip_broken_off_after_a_key_without_an_array_is_corrupt_gzip(tmp_path):
+    """Reading on to word what the document is meets the broken stream: reported as every
+    damaged gzip stream is, not as the decompressor's exception."""
+    doc = b'{"schemaVersion": 1, "traceEvents": 5, "pad": "' + b"x" * (3 << 20) + b'"}'
+    data = gzip.compress(doc, mtime=0)
+    path = tmp_path / "broken.json.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TraceFormatError, match="truncated or corrupt gzip"):
+        kineto.read(path)
 
 
 # ---------------------------------------------------------------- the C scanner on odd input
@@ -236,7 +274,7 @@ def outcome(path, monkeypatch, scanner: bool):
         if not scanner:
             no_scanner(m)
         try:
-            result = kineto.read_kineto(path)
+            result = kineto.read(path)
         except TraceFormatError as e:
             result = str(e)
     return result, bool(scanned) and all(scanned)
@@ -261,7 +299,7 @@ def test_scanner_reads_tricky_valid_input_as_the_other_paths(tmp_path, monkeypat
     assert all_scanned
     plain, _ = outcome(path, monkeypatch, False)
     assert_same_outcome(fast, plain)
-    k = fast.kernels
+    k = fast.tables["kernels"]
     assert len(k) == 3 * 3000 and '"a\\b">\n\t\u00e9/' in k["name"].iloc[0]
     assert list(k[["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]].iloc[0]) == [2, 3, 1, 4, 5, 6]
     assert list(k[["grid_x", "block_x"]].iloc[2]) == [-1, -1]
@@ -334,8 +372,8 @@ def test_scanned_times_are_python_floats_in_ns(monkeypatch):
     texts += ["%d.%03d" % (a, b) for a in (2**43 - 2, 2**43 - 1, 2**43, 2**43 + 1, 5080807972648, 0) for b in range(1000)]
     texts += ["%.3f" % rng.uniform(0, 10.0 ** rng.randint(0, 15)) for _ in range(4000)]
     body = ",".join(KERNEL.replace("10.5", t) % "null" for t in texts)
-    end, (rows, *_) = kineto._scan(memoryview(("[" + body + "]").encode()))
-    expected = kineto._ns(np.array([float(t) for t in texts]))
+    end, (rows, *_) = decode.scan(memoryview(("[" + body + "]").encode()))
+    expected = columns.ns(np.array([float(t) for t in texts]))
     assert (rows["kernels"]["start"] == expected).all()
 
 
@@ -391,7 +429,7 @@ def test_scanner_reads_varied_values_in_repeated_layouts_as_the_other_paths(tmp_
     assert all_scanned
     plain, _ = outcome(path, monkeypatch, False)
     assert_same_outcome(fast, plain)
-    assert len(fast.kernels) > 500 and len(fast.api) > 100 and len(fast.ranges) > 50
+    assert len(fast.tables["kernels"]) > 500 and len(fast.tables["api"]) > 100 and len(fast.tables["ranges"]) > 50
 
 
 def test_scanner_declines_a_repeated_layout_gone_bad(tmp_path, monkeypatch):
@@ -412,13 +450,13 @@ def test_scanner_with_more_layouts_than_it_remembers(monkeypatch):
     generically, with the same rows."""
     events = [KERNEL.replace('"pid": 0', f'"pid": 0, "extra{i}": {i}') % ARGS for i in range(6000)]
     body = ("[" + ",".join(events) + "]").encode()
-    end, (rows, *_) = kineto._scan(memoryview(body))
+    end, (rows, *_) = decode.scan(memoryview(body))
     assert end == len(body) and len(rows["kernels"]["start"]) == 6000
     assert (rows["kernels"]["correlation"] == 1).all()
 
 
 def test_cpu_ops_after_gpu_events_are_checked_not_kept(tmp_path, monkeypatch):
-    """Once a piece held GPU events, the scanner makes no rows of cpu_op events (``_Tables.add``
+    """Once a piece held GPU events, the scanner makes no rows of cpu_op events (``Tables.add``
     drops them), but still checks them: a bad one is reported as the other paths report it,
     by one reader or by several sharing what they saw."""
     from workbench.trace.readers.kineto import _kineto_scan
@@ -444,13 +482,11 @@ def test_cpu_ops_after_gpu_events_are_checked_not_kept(tmp_path, monkeypatch):
         plain, _ = outcome(path, monkeypatch, False)
         assert_same_outcome(fast, plain)
         assert all_scanned != late_bad
-        try:
-            threads = kineto.read_kineto(path, workers=2)
-        except TraceFormatError as e:
-            threads = str(e)
+        threads, apart = threaded(path, 2, monkeypatch)
+        assert apart
         assert_same_outcome(threads, plain)
         if late_bad:
             assert "cpu_op ts has a non-numeric value 'soon'" in plain
         else:
-            assert len(fast.kernels) == 1 and fast.meta["source"]["events"] == 20001
+            assert len(fast.tables["kernels"]) == 1 and fast.meta["source"]["events"] == 20001
             assert fast.meta["source"]["work_units"] == "kernel"

@@ -1,0 +1,153 @@
+"""The parts of a file gathered into its tables, in file order: names coded anew, B/E
+ranges paired across parts, and at the end the frames, a CPU-only trace's work units and
+the meta."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ....errors import TraceFormatError
+from ...build.nesting import nest, thread_blocks
+from ...names import constant, short_names
+from ...options import ImportOptions
+from ...schema import RawTables
+from . import columns as col
+from .columns import Columns, Interner
+from .events import NAMED, holds_gpu
+
+
+class Tables:
+    """Every table's columns, part after part, and the B/E ranges still open."""
+
+    def __init__(self, where, options: ImportOptions):
+        self.where = where
+        self.options = options
+        self.names = {t: Interner() for t in NAMED}
+        self.cols = {t: Columns() for t in (*NAMED, "memset")}
+        self.open_b: dict[tuple[int, int], list] = {}
+        self.counts = {"events": 0, "gpu_user_annotation": 0}
+        self.gpu_events = False
+
+    def add(self, part: tuple):
+        """Appends a part (see ``events``), its names coded anew in file order."""
+        rows, begin_end, strings, counts = part
+        if not self.gpu_events and holds_gpu(rows):
+            # cpu_ops are work units only where there are no GPU events: from now on they
+            # are not kept (in a GPU trace they are the most rows, and most of the memory).
+            self.gpu_events = True
+            self.cols["cpu_ops"] = Columns()
+        for table, cols in rows.items():
+            if table == "cpu_ops" and self.gpu_events:
+                continue
+            name = NAMED.get(table)
+            if name in cols:
+                cols[name] = self.names[table].recode(cols[name], strings[table])
+            self.cols[table].add(**cols)
+        if begin_end:
+            self._begin_end(begin_end)
+        for k, v in counts.items():
+            self.counts[k] += v
+
+    def _begin_end(self, events: list):
+        """Pairs B/E user_annotation events, ``(ph, name, pid, tid, ts)``, per thread into ranges."""
+        where, open_b = self.where, self.open_b
+        names, starts, ends, pids, tids = [], [], [], [], []
+        for ph, n, pid, tid, ts in events:
+            try:
+                key = (col.ident(pid), col.ident(tid))
+            except TypeError as err:
+                raise TraceFormatError(where, f"range begin/end: {err}") from None
+            if not isinstance(ts, (int, float)) or isinstance(ts, bool):
+                raise TraceFormatError(where, f"range ts is not a number: {str(ts)[:60]!r}")
+            ts = int(col.ns(col.num([ts], "range ts", where))[0])
+            stack = open_b.setdefault(key, [])
+            if ph == "B":
+                if type(n) is not str:
+                    raise TraceFormatError(where, f"range name is not a string: {str(n)[:60]!r}")
+                stack.append((n, ts))
+            else:
+                if not stack:
+                    raise TraceFormatError(where, f"range end at {ts} ns on thread {key[0]}/{key[1]} has no matching begin")
+                n, t0 = stack.pop()
+                names.append(n), starts.append(t0), ends.append(ts), pids.append(key[0]), tids.append(key[1])
+        if names:
+            self.cols["ranges"].add(
+                name=self.names["ranges"].codes(names), start=np.array(starts, np.int64),
+                end=np.array(ends, np.int64), pid=np.array(pids, np.int64), tid=np.array(tids, np.int64),
+            )
+
+    def raw(self, header: dict) -> RawTables:
+        """The tables and meta; raises for a B/E range left open."""
+        where = self.where
+        for (pid, tid), stack in self.open_b.items():
+            if stack:
+                name, ts = stack[-1]
+                raise TraceFormatError(where, f"range {name[:80]!r} begun at {ts} ns on thread {pid}/{tid} never ends")
+        kern, api, rng, ops, mcpy, mset = map(self.cols.get, ("kernels", "api", "ranges", "cpu_ops", "memcpy", "memset"))
+        names, options = self.names, self.options
+        tables = {}
+        if kern.pieces:
+            k = kern.frame({"name": names["kernels"]}, options)
+            k["short_name"] = short_names(k["name"])
+            # Categories of dtype "string", as the column of str it replaces had once typed.
+            # No pid: Kineto puts the device there; the launch join fills the process.
+            k["kind"] = constant("kernel", len(k), "string")
+            tables["kernels"] = k
+        if api.pieces:
+            a = api.frame({"name": names["api"]}, options)
+            a["kind"] = pd.Categorical.from_codes(a["kind"].to_numpy(), categories=["runtime", "driver"])
+            tables["api"] = a
+        if rng.pieces:
+            r = rng.frame({"name": names["ranges"]}, options)
+            r["domain"] = constant("record_function", len(r), "string")
+            tables["ranges"] = r
+        if mcpy.pieces:
+            tables["memcpy"] = mcpy.frame({"kind": names["memcpy"]}, options)
+        if mset.pieces:
+            tables["memset"] = mset.frame({}, options)
+        if not self.gpu_events and ops.pieces:
+            tables["kernels"] = _cpu_work_units(ops.frame({"name": names["cpu_ops"]}, options))
+        return RawTables(tables, _meta(header, self.counts, self.gpu_events))
+
+
+def _cpu_work_units(ops: pd.DataFrame) -> pd.DataFrame:
+    """A CPU-only trace's work units: its top-level cpu_op events (each launches itself)."""
+    ops = ops.sort_values(["pid", "tid", "start"], kind="stable").reset_index(drop=True)
+    keep = np.zeros(len(ops), dtype=bool)
+    pid, tid = ops["pid"].to_numpy(), ops["tid"].to_numpy()
+    s, e = ops["start"].to_numpy(), ops["end"].to_numpy()
+    for lo, hi in thread_blocks(pid, tid):
+        parent, _, _ = nest(s[lo:hi], e[lo:hi])
+        keep[lo:hi] = parent < 0
+    top = ops[keep].reset_index(drop=True)
+    return pd.DataFrame({
+        "name": top["name"], "short_name": top["name"], "kind": "cpu_op",
+        "start": top["start"], "end": top["end"], "device": -1, "stream": -1,
+        "pid": top["pid"], "correlation": -1,
+        "launch_tid": top["tid"], "launch_start": top["start"], "launch_end": top["end"],
+        "launch_api": "cpu_op",
+    })
+
+
+def _meta(header: dict, counts: dict, gpu_events: bool) -> dict:
+    """What the header tells of the environment, and what the reader counted."""
+    gpus = []
+    devices = header.get("deviceProperties")
+    for d in devices if isinstance(devices, list) else []:
+        if isinstance(d, dict) and isinstance(d.get("name"), str):
+            gpus.append(d["name"])
+    env = {"gpu": sorted(set(gpus)) and ", ".join(sorted(set(gpus)))}
+    for key in ("cuda_driver_version", "cuda_runtime_version", "cupti_version"):
+        if isinstance(header.get(key), (int, str)):
+            env[key] = header[key]
+    dist = header.get("distributedInfo")
+    meta = {
+        "source": {"format": "kineto", "tool": "torch.profiler", "schema_version": header.get("schemaVersion"),
+                   "events": counts["events"], "gpu_user_annotations_skipped": counts["gpu_user_annotation"],
+                   "work_units": "kernel" if gpu_events else "cpu_op"},
+        "env": {k: v for k, v in env.items() if v},
+    }
+    if isinstance(dist, dict):
+        meta["distributed"] = {k: v for k, v in dist.items() if isinstance(v, (int, str))}
+    return meta
