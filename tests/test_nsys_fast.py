@@ -1,7 +1,7 @@
 """The nsys importer's fast path (event tables read from the file's pages by the C
 accelerator) gives exactly what its sqlite3 path gives.
 
-Each file is imported twice: as usual and with the prefetch switched off (every table through
+Each file is imported twice: as usual and with the page reader not started (every table through
 sqlite3, the importer's reference). Tables, categories and
 meta must be identical, or both must fail with the same message; where the fast path must
 give up (a type it cannot vouch for), the table must really have gone through sqlite3.
@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 
 from workbench.errors import WorkbenchError
-from workbench.trace import nsys
+from workbench.trace.readers.nsys import pages, read, values
+from workbench.trace.readers.nsys.database import KERNEL, NVTX, RUNTIME
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "badinput"))
@@ -26,13 +27,13 @@ import tracegen as tg  # noqa: E402
 SHARED = HERE.parents[1] / "shared"
 REAL = sorted([*(SHARED / "reference-captures" / "h200").glob("nsys-*.sqlite*"),
                *(SHARED / "external-traces").glob("nsys-*.sqlite*")])
-EVENT_TABLES = (nsys.KERNEL, nsys.RUNTIME, nsys.NVTX)
+EVENT_TABLES = (KERNEL, RUNTIME, NVTX)
 
 
 def _import(path: Path, monkeypatch, fast: bool):
     """(the Trace or the error text, the tables the fast path delivered)."""
     delivered = []
-    take = nsys._Pages.take
+    take = pages.Pages.take
 
     def spy(self, table):
         got = take(self, table)
@@ -41,11 +42,11 @@ def _import(path: Path, monkeypatch, fast: bool):
         return got
 
     with monkeypatch.context() as m:
-        m.setattr(nsys._Pages, "take", spy)
+        m.setattr(pages.Pages, "take", spy)
         if not fast:
-            m.setattr(nsys._Db, "prefetch", lambda self, db_path: None)
+            m.setattr(pages, "start", lambda db, db_path, options: None)
         try:
-            return nsys.read_nsys(path), delivered
+            return read(path), delivered
         except WorkbenchError as e:
             return str(e), delivered
 
@@ -126,44 +127,44 @@ def test_nulls_beside_huge_integers(tmp_path, monkeypatch):
     trace, delivered = _compare(_loose_file(tmp_path / "t.sqlite", _null_and_huge), monkeypatch)
     assert not isinstance(trace, str), trace
     assert set(EVENT_TABLES) <= set(delivered)
-    assert 9223372036854775807 in set(trace.ranges["end"].tolist())
+    assert 9223372036854775807 in set(trace.tables["ranges"]["end"].tolist())
 
 
 LAST = "(select max(rowid) from {t})"
 LONG = "'" + "kv_write/" * 2000 + "'"  # spills onto overflow pages
 FALLBACKS = {
-    "late-real": (nsys.KERNEL, "update {t} set start = 1.5 where rowid = " + LAST),
-    "late-huge-real": (nsys.RUNTIME, "update {t} set end = 1e300 where rowid = " + LAST),
-    "late-text": (nsys.KERNEL, "update {t} set gridX = 'abc' where rowid = " + LAST),
-    "first-text": (nsys.RUNTIME, "update {t} set correlationId = '12' where rowid = 1"),
-    "first-blob": (nsys.KERNEL, "update {t} set streamId = x'ff00' where rowid = 1"),
-    "text-column-integer": (nsys.NVTX, "update {t} set text = 42 where rowid = " + LAST),
-    "text-column-blob": (nsys.NVTX, "update {t} set text = x'6b76' where rowid = 2"),
-    "indexed": (nsys.KERNEL, "create index i on {t}(start)"),
-    "view": (nsys.KERNEL, "alter table {t} rename to k0; create view {t} as select * from k0"),
+    "late-real": (KERNEL, "update {t} set start = 1.5 where rowid = " + LAST),
+    "late-huge-real": (RUNTIME, "update {t} set end = 1e300 where rowid = " + LAST),
+    "late-text": (KERNEL, "update {t} set gridX = 'abc' where rowid = " + LAST),
+    "first-text": (RUNTIME, "update {t} set correlationId = '12' where rowid = 1"),
+    "first-blob": (KERNEL, "update {t} set streamId = x'ff00' where rowid = 1"),
+    "text-column-integer": (NVTX, "update {t} set text = 42 where rowid = " + LAST),
+    "text-column-blob": (NVTX, "update {t} set text = x'6b76' where rowid = 2"),
+    "indexed": (KERNEL, "create index i on {t}(start)"),
+    "view": (KERNEL, "alter table {t} rename to k0; create view {t} as select * from k0"),
     # rows written before the column was added hold no value: they read as its default
-    "added-column-default": (nsys.KERNEL, "alter table {t} rename column graphNodeId to g0; "
+    "added-column-default": (KERNEL, "alter table {t} rename column graphNodeId to g0; "
                                           "alter table {t} add column graphNodeId default 7"),
-    "without-rowid": (nsys.RUNTIME, "create table r0 (start, end, globalTid, correlationId, nameId, "
+    "without-rowid": (RUNTIME, "create table r0 (start, end, globalTid, correlationId, nameId, "
                                     "primary key (start, correlationId)) without rowid; "
                                     "insert into r0 select start, end, globalTid, correlationId, nameId from {t}; "
                                     "drop table {t}; alter table r0 rename to {t}"),
 }
 DELIVERED = {
-    "text-column-bad-utf8": (nsys.NVTX, "update {t} set text = cast(x'6b76fffe' as text) where rowid = 1"),
+    "text-column-bad-utf8": (NVTX, "update {t} set text = cast(x'6b76fffe' as text) where rowid = 1"),
     # distinct bytes, one string once decoded: one category
-    "text-column-bad-utf8-twice": (nsys.NVTX, "update {t} set text = cast(x'6b76ff' as text) where rowid = 1; "
+    "text-column-bad-utf8-twice": (NVTX, "update {t} set text = cast(x'6b76ff' as text) where rowid = 1; "
                                               "update {t} set text = cast(x'6b76fe' as text) where rowid = 2"),
-    "late-null-then-text": (nsys.NVTX, "update {t} set text = NULL; update {t} set text = 'x' where rowid = " + LAST),
-    "overflow-pages": (nsys.NVTX, "update {t} set text = " + LONG + " || rowid where eventType = 59"),
-    "added-column-null": (nsys.KERNEL, "alter table {t} rename column graphNodeId to g0; "
+    "late-null-then-text": (NVTX, "update {t} set text = NULL; update {t} set text = 'x' where rowid = " + LAST),
+    "overflow-pages": (NVTX, "update {t} set text = " + LONG + " || rowid where eventType = 59"),
+    "added-column-null": (KERNEL, "alter table {t} rename column graphNodeId to g0; "
                                        "alter table {t} add column graphNodeId"),
-    "rowid-alias": (nsys.RUNTIME, "create table r0 (correlationId integer primary key, start, end, globalTid, nameId); "
+    "rowid-alias": (RUNTIME, "create table r0 (correlationId integer primary key, start, end, globalTid, nameId); "
                                   "insert into r0 select correlationId, start, end, globalTid, nameId from {t}; "
                                   "drop table {t}; alter table r0 rename to {t}"),
-    "vacuumed-64k-pages": (nsys.KERNEL, "pragma page_size = 65536; vacuum"),
+    "vacuumed-64k-pages": (KERNEL, "pragma page_size = 65536; vacuum"),
     # labels are only shown: a damaged row is left out, no traceback
-    "enum-row-without-id": (nsys.KERNEL, "update ENUM_CUDA_MEMCPY_OPER set id = NULL where id = 1"),
+    "enum-row-without-id": (KERNEL, "update ENUM_CUDA_MEMCPY_OPER set id = NULL where id = 1"),
 }
 
 
@@ -191,7 +192,7 @@ def test_pending_wal_read_by_sqlite(tmp_path, monkeypatch):
     con = sqlite3.connect(path)
     con.execute("pragma journal_mode = wal")
     con.execute("pragma wal_autocheckpoint = 0")
-    con.execute(f"update {nsys.KERNEL} set start = start + 1")
+    con.execute(f"update {KERNEL} set start = start + 1")
     con.commit()
     try:
         assert (tmp_path / "t.sqlite-wal").stat().st_size > 0
@@ -218,7 +219,7 @@ def test_huge_payload_size_declined(tmp_path, monkeypatch):
     """A damaged cell claiming a payload of ~2**64 bytes (which once wrapped an allocation
     size): the page reader declines and sqlite3 reports the damage, no crash."""
     path = _loose_file(tmp_path / "t.sqlite")
-    data, cells = _leaf_cells(path, nsys.KERNEL)
+    data, cells = _leaf_cells(path, KERNEL)
     data[cells[0] : cells[0] + 9] = b"\xff" * 9  # a 9-byte varint: 2**64 - 1
     path.write_bytes(bytes(data))
     _compare(path, monkeypatch)
@@ -243,7 +244,7 @@ def test_damaged_record_read_by_sqlite(tmp_path, monkeypatch, damage):
     it) and a rowid out of order: the page reader declines the table, as sqlite3's own checks
     may call it malformed, instead of reading shifted values."""
     path = _loose_file(tmp_path / "t.sqlite")
-    data, cells = _leaf_cells(path, nsys.NVTX)
+    data, cells = _leaf_cells(path, NVTX)
     if damage == "rowid-out-of-order":
         _, at0 = _varint(data, cells[0])
         _, at1 = _varint(data, cells[1])
@@ -259,7 +260,7 @@ def test_damaged_record_read_by_sqlite(tmp_path, monkeypatch, damage):
         data[h] = 8  # now the constant 0, with no bytes: the record outlasts its columns
     path.write_bytes(bytes(data))
     _, delivered = _compare(path, monkeypatch)
-    assert nsys.NVTX not in delivered
+    assert NVTX not in delivered
 
 
 def test_damaged_file_identical(tmp_path, monkeypatch):
@@ -277,17 +278,17 @@ def test_first_bad_table_in_fixed_order_is_told(tmp_path, monkeypatch):
     bad, the error told is still the one of the first in the fixed order (kernels before API
     calls), whichever finished first."""
     path = _loose_file(tmp_path / "t.sqlite", lambda con: con.executescript(
-        f"update {nsys.KERNEL} set start = NULL where rowid = 1; "
-        f"update {nsys.RUNTIME} set globalTid = NULL where rowid = 1"))
+        f"update {KERNEL} set start = NULL where rowid = 1; "
+        f"update {RUNTIME} set globalTid = NULL where rowid = 1"))
     told = set()
     for backwards in (False, True):
-        order = nsys._Db.read_order
+        order = pages.Columns.order
         with monkeypatch.context() as m:
-            m.setattr(nsys._Db, "read_order", lambda self, tables: list(order(self, tables))[:: -1 if backwards else 1])
+            m.setattr(pages.Columns, "order", lambda self, tables: list(order(self, tables))[:: -1 if backwards else 1])
             with pytest.raises(WorkbenchError) as e:
-                nsys.read_nsys(path)
+                read(path)
         told.add(str(e.value))
-    assert len(told) == 1 and f"{nsys.KERNEL}.start" in told.pop()
+    assert len(told) == 1 and f"{KERNEL}.start" in told.pop()
 
 
 def test_randomly_damaged_exports_read_alike(tmp_path, monkeypatch):
@@ -321,7 +322,7 @@ def test_string_ids_factorized_as_pandas_does(ids):
     import numpy as np
 
     ids = np.array(ids, dtype=np.int64)
-    uniq, take = nsys._distinct_ids(ids)
+    uniq, take = values.distinct_ids(ids)
     want_codes, want_uniq = pd.factorize(ids, sort=True)
     assert uniq.tolist() == want_uniq.tolist()
     assert take(np.arange(len(uniq), dtype=np.int8)).tolist() == want_codes.tolist()
@@ -343,17 +344,17 @@ NAME_EDITS = {
 def test_names_looked_up_once_per_id(tmp_path, monkeypatch, case):
     """Names are looked up per distinct id and spread over the rows by code: what a lookup
     per row would give."""
-    sql = NAME_EDITS[case].format(r=nsys.RUNTIME, k=nsys.KERNEL, n=nsys.NVTX)
+    sql = NAME_EDITS[case].format(r=RUNTIME, k=KERNEL, n=NVTX)
     trace, _ = _compare(_loose_file(tmp_path / "t.sqlite", lambda con: con.executescript(sql)), monkeypatch)
     con = sqlite3.connect(tmp_path / "t.sqlite")
     strings = dict(con.execute("select id, value from StringIds"))
     if case == "number-in-string-ids":
-        api = [str(strings[i]).split("_v")[0] for (i,) in con.execute(f"select nameId from {nsys.RUNTIME}")]
-        short = [strings[i] for (i,) in con.execute(f"select shortName from {nsys.KERNEL}")]
-        assert sorted(trace.api["name"].tolist()) == sorted(api) and "42" in api
-        assert sorted(trace.kernels["short_name"].tolist(), key=str) == sorted(short, key=str) and 7 in short
+        api = [str(strings[i]).split("_v")[0] for (i,) in con.execute(f"select nameId from {RUNTIME}")]
+        short = [strings[i] for (i,) in con.execute(f"select shortName from {KERNEL}")]
+        assert sorted(trace.tables["api"]["name"].tolist()) == sorted(api) and "42" in api
+        assert sorted(trace.tables["kernels"]["short_name"].tolist(), key=str) == sorted(short, key=str) and 7 in short
     else:
-        assert trace.ranges["domain"].cat.categories.tolist() == ["default"]
+        assert trace.tables["ranges"]["domain"].cat.categories.tolist() == ["default"]
     con.close()
 
 

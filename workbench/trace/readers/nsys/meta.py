@@ -1,0 +1,40 @@
+"""What the export says of the capture: the tool and schema that wrote it, the command
+captured, and the machine (GPUs, driver, OS). Only shown: a table that is absent or cannot
+be read leaves its entries out."""
+
+from __future__ import annotations
+
+from .database import Database
+
+
+def meta(db: Database) -> dict:
+    export = _kv(db, "META_DATA_EXPORT")
+    capture_rows = db.rows("META_DATA_CAPTURE", "name, value")
+    argv = [str(v) for k, v in capture_rows if str(k) == "PROCESS_0:COMMAND"]
+    argv += [str(v) for k, v in capture_rows if str(k).startswith("PROCESS_0:ARGUMENT_")]
+    system = _kv(db, "TARGET_INFO_SYSTEM_ENV")
+    gpus = sorted({str(r[0]) for r in db.rows("TARGET_INFO_GPU", "name")})
+    cuda = system.get("CudaDriverVersion")
+    env = {
+        "gpu": ", ".join(gpus),
+        "driver": system.get("NvDriverVersion", ""),
+        "cuda_driver_version": int(cuda) if cuda and cuda.isdigit() else cuda,
+        "os": system.get("OsDescription", ""),
+    }
+    out = {
+        "source": {"format": "nsys-sqlite", "tool": "Nsight Systems",
+                   "tool_version": export.get("EXPORT_PRODUCT_VERSION", ""),
+                   "schema_version": export.get("EXPORT_SCHEMA_VERSION", "")},
+        "env": {k: v for k, v in env.items() if v},
+    }
+    if argv:
+        out["source"]["command"] = argv
+    return out
+
+
+def _kv(db: Database, table: str) -> dict[str, str]:
+    """A name/value table as a dict; the first row of a name holds its value."""
+    out: dict[str, str] = {}
+    for k, v in db.rows(table, "name, value"):
+        out.setdefault(str(k), str(v))
+    return out
