@@ -55,9 +55,9 @@ def read(path: Path, options: ImportOptions = DEFAULT) -> RawTables:
     """The raw tables of any supported capture file, read by the reader its content calls for."""
     kind = sniff(path)
     if kind == "kineto":
-        from .kineto import read_kineto
+        from . import kineto
 
-        return read_kineto(path, options)
-    from .nsys import read_nsys, read_nsys_rep
+        return kineto.read(path, options)
+    from . import nsys
 
-    return read_nsys(path, options) if kind == "nsys-sqlite" else read_nsys_rep(path, options)
+    return nsys.read(path, options, rep=kind == "nsys-rep")
