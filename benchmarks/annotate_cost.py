@@ -5,7 +5,8 @@
 
 Per-range cost is the mean over a tight loop of ``with annotate(name): pass`` minus the same
 loop over a do-nothing context manager (the floor Python charges for any ``with``), rounds of
-the three interleaved. The share
+the three interleaved; with torch ranges on (``record_function`` too), it is measured both
+without a profiler and inside a CPU torch.profiler session. The share
 of a decode step compares that cost times the ranges a step opens against the measured step,
 and the step itself is also timed with ranges on and off (eager, kv_write=fused), in
 alternating blocks; the step medians are the medians of the blocks' medians.
@@ -24,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench.annotate import annotate, set_enabled  # noqa: E402
+from workbench.annotation import annotate, set_enabled, torch_ranges  # noqa: E402
 
 
 class _Floor:
@@ -52,7 +53,8 @@ def per_call_ns(cm, n: int) -> float:
 def range_costs(n: int, rounds: int = 15) -> dict:
     """Per round, the bare ``with``, ranges on and ranges off one after another; the costs are
     the medians over rounds of each round's difference, so a noisy neighbour (a shared VM)
-    shifts all three alike and cancels out."""
+    shifts all three alike and cancels out. Then ranges with torch ranges on (each also opens a
+    ``record_function``), without a profiler and inside a CPU torch.profiler session."""
     import torch
 
     per_round = max(1, n // rounds)
@@ -65,10 +67,14 @@ def range_costs(n: int, rounds: int = 15) -> dict:
         off.append(per_call_ns(annotate, per_round) - f)
         floor.append(f)
     set_enabled(True)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
-        profiled = statistics.median(per_call_ns(annotate, max(1, n // 10)) for _ in range(3))
-    return {"floor_ns": statistics.median(floor), "enabled_ns": statistics.median(on),
-            "disabled_ns": statistics.median(off), "torch_profiler_active_ns": profiled - statistics.median(floor),
+    base = statistics.median(floor)
+    few = max(1, n // 10)
+    with torch_ranges():
+        unprofiled = statistics.median(per_call_ns(annotate, few) for _ in range(3))
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+            profiled = statistics.median(per_call_ns(annotate, few) for _ in range(3))
+    return {"floor_ns": base, "enabled_ns": statistics.median(on), "disabled_ns": statistics.median(off),
+            "torch_ranges_no_profiler_ns": unprofiled - base, "torch_profiler_active_ns": profiled - base,
             "loop_iterations": n, "rounds": rounds}
 
 
@@ -129,7 +135,9 @@ def main() -> int:
         "decode_step": share,
         "share_of_decode_step": ranges_ms / step_ms,
         "summary": (f"{costs['enabled_ns']:.0f} ns per range enabled, {costs['disabled_ns']:.0f} ns disabled "
-                    f"(over a {costs['floor_ns']:.0f} ns bare `with`); {share['ranges_per_step']} ranges per "
+                    f"(over a {costs['floor_ns']:.0f} ns bare `with`); with torch ranges "
+                    f"{costs['torch_ranges_no_profiler_ns']:.0f} ns without a profiler, "
+                    f"{costs['torch_profiler_active_ns']:.0f} ns inside one; {share['ranges_per_step']} ranges per "
                     f"decode step = {ranges_ms * 1e3:.1f} us = {100 * ranges_ms / step_ms:.2f}% of a "
                     f"{step_ms:.3f} ms step (measured: {share['enabled']['median']:.3f} ms with ranges, "
                     f"{share['disabled']['median']:.3f} ms without)"),

@@ -26,8 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workbench import analysis, engines  # noqa: E402
-from workbench.capture import capture  # noqa: E402
-from workbench.capture.session import decode_outputs  # noqa: E402
+from workbench.capturing import capture  # noqa: E402
+from workbench.capturing.session import decode_outputs  # noqa: E402
 from workbench.errors import WorkbenchError  # noqa: E402
 from workbench.run import compare, stats, time_engine  # noqa: E402
 

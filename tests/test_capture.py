@@ -9,8 +9,8 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from workbench import analysis, workloads
-from workbench.capture import capture
-from workbench.capture.session import decode_outputs
+from workbench.capturing import capture
+from workbench.capturing.session import decode_outputs
 from workbench.cli import main
 from workbench.errors import WorkbenchError
 from workbench.run import compare

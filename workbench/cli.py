@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("list", help="list stored traces")
     s.set_defaults(func=cmd_list)
 
-    for module in ("capture.cli", "diff_cli", "reporting.cli", "demo"):
+    for module in ("capturing.cli", "diff_cli", "reporting.cli", "demo"):
         _optional(sub, module)
     return p
 

@@ -13,7 +13,7 @@ import contextlib
 import statistics
 import time
 
-from .annotate import annotate
+from .annotation import annotate
 
 # Largest logit difference still called "equal", relative to the logits' magnitude (>= 1).
 TOLERANCE = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 3e-2}

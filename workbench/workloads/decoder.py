@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from ..annotate import annotate
+from ..annotation import annotate
 from . import Option, PairSpec, Presentation
 
 OPTIONS = {

@@ -52,7 +52,7 @@ def capture(spec: dict, workdir: Path) -> tuple[Path, dict, list[str]]:
     if spec["engine"] == "cudagraph":
         # Without it nsys records a replayed graph as one item; per-node keeps every kernel.
         cmd.append("--cuda-graph-trace=node")
-    cmd += [sys.executable, "-m", "workbench.capture.session", str(spec_path), str(result_path)]
+    cmd += [sys.executable, "-m", "workbench.capturing.session", str(spec_path), str(result_path)]
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)

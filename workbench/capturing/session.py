@@ -1,7 +1,7 @@
 """One capture session: build the engine, time it, then run the captured decode steps.
 
 Both backends run this: the torch backend in its own process with a profiler window, the nsys
-backend in a child process under ``nsys profile`` (``python -m workbench.capture.session
+backend in a child process under ``nsys profile`` (``python -m workbench.capturing.session
 SPEC RESULT``) with a ``cudaProfilerStart/Stop`` window. A spec is a JSON-able dict:
 workload, variant (resolved), engine, device, steps, repeats, warmup, progress.
 """

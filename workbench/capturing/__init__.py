@@ -130,8 +130,3 @@ def capture(workload: str, variant: dict | None = None, *, engine: str = "eager"
     })
     save(trace, name, root=root, overwrite=overwrite)
     return trace
-
-
-from .. import _callable as _c  # noqa: E402
-
-_c.install(__name__, "capture")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from ..annotation import torch_ranges
 from .session import execute
 
 
@@ -18,10 +19,11 @@ def capture(spec: dict, workdir: Path) -> tuple[Path, dict, list[str] | None]:
 
     @contextlib.contextmanager
     def window():
-        with profile(activities=activities) as prof:
+        # Ranges open record_function only inside the window: the timed runs before it pay
+        # for NVTX ranges alone, as an unprofiled program would.
+        with profile(activities=activities) as prof, torch_ranges():
             yield
         prof.export_chrome_trace(str(out))
 
     result = execute(spec, window())
     return out, result, None
-
