@@ -54,21 +54,58 @@ def test_colors_are_stable_across_processes():
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120,
                            env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout for seed in (1, 2)}
     assert len(outs) == 1
-    from workbench.viz.colors import PALETTE, kernel_color, presentation, range_color, variant_color
+    from workbench.viz.colors import PALETTE, kernel_color, range_color, trace_presentation, variant_color
     from workbench.workloads import presentation as of_workload
 
     decoder = of_workload("decoder")
-    assert presentation({"capture": {"workload": "decoder"}}) == decoder == presentation({"workload": "decoder"})
+    assert trace_presentation({"capture": {"workload": "decoder"}}) == decoder == trace_presentation({"workload": "decoder"})
     assert kernel_color("x") in PALETTE and kernel_color("x") == kernel_color("x")
     assert range_color("kv_write", decoder) == "#d62728"
     assert variant_color("bucketed", decoder) != variant_color("full", decoder)
     assert variant_color("decoder-kvwrite-unfused", decoder) == variant_color("unfused", decoder) \
         != variant_color("fused", decoder)
     # A trace of no known workload (an imported capture) gets hash colours only.
-    foreign = presentation({"source": {"format": "nsys"}})
+    foreign = trace_presentation({"source": {"format": "nsys"}})
     assert foreign.regions == () and not foreign.colors and foreign.default_pair is None
     assert range_color("kv_write") == range_color("kv_write", foreign) in PALETTE
     assert variant_color("decoder-kvwrite-unfused") in PALETTE
+
+
+def test_a_registered_workload_presents_its_traces(pair, monkeypatch):
+    """Regions, colours and the default pair come from the workload a trace names; a trace that
+    names none (the imported reference captures) gets grey ranges and hash colours."""
+    from workbench import workloads
+    from workbench.viz.colors import RANGE_FILL, trace_presentation
+
+    a, _, _ = pair
+    pres = workloads.Presentation(
+        regions=("kv_write",), colors={"kv_write": "#000001", "fused": "#000002"},
+        default_pair=workloads.PairSpec("unfused", "fused", ("kvwrite",), exclude=("bucketed", "cudagraph", "compile"),
+                                        prefer=("nsys",)))
+
+    class Plugin:
+        options: dict = {}
+        presentation = pres
+
+        def create(self, variant, device):  # pragma: no cover - never captured here
+            raise NotImplementedError
+
+    monkeypatch.setattr(workloads, "_REGISTRY", {})
+    assert viz.default_pair(root=TRACES, prefer_live=False) is None
+    workloads.register("plugin", Plugin())
+    t = Trace(dict(a.tables), {**a.meta, "workload": "plugin"}, name="plugin-trace")
+    assert trace_presentation(t) is pres and trace_presentation(a) is workloads.NO_PRESENTATION
+
+    def range_colors(trace):
+        return [list(x.marker.color) for x in viz.timeline(trace, "layer_03/kv_write").data if x.name == "ranges"]
+
+    assert range_colors(t) == [["#000001"]] and range_colors(a) == [[RANGE_FILL]]
+    bars = viz.summary_bars(t, "range").data[0]
+    assert dict(zip(bars.x, bars.marker.color))["kv_write"] == "#000001"
+    lps = viz.launches_per_step({"x": a, "y": a, "extra: plugin-kvwrite-fused": t})
+    assert lps.data[2].marker.color == "#000002"
+    assert viz.default_pair(root=TRACES, prefer_live=False) == ("ref-h200-kvwrite-unfused-nsys",
+                                                                "ref-h200-kvwrite-fused-nsys")
 
 
 def _json(fig) -> str:

@@ -32,10 +32,8 @@ def num(x: float) -> str:
 def compact(x: float) -> str:
     """A bar label: integers whole, else one decimal from 10 up and two below."""
     x = float(x)
-    if not math.isfinite(x):
-        return "n/a"
-    if x.is_integer():
-        return f"{int(x):,}"
+    if not math.isfinite(x) or x.is_integer():
+        return num(x)
     return f"{x:,.1f}" if abs(x) >= 10 else f"{x:,.2f}"
 
 

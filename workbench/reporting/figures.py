@@ -70,8 +70,8 @@ def _facet_key(series: str, primary: set) -> str | None:
 
 def _facets(rows: list[dict], primary: set):
     """Sweep series split into one figure per value of what is not compared (e.g. engine), with
-    colour = what base and fix differ in (``cache_rows``): eager and CUDA-graph latencies differ
-    tenfold and would flatten each other on one axis."""
+    colour = what base and fix differ in: what is not compared (another engine) can move the
+    values far more than the change does, and one axis would flatten the smaller ones."""
     parsed = [_parse(r["series"]) for r in rows]
     keys = set().union(*(p for p in parsed if p)) if all(parsed) else set()
     prim = sorted(keys & primary)

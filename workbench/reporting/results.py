@@ -10,6 +10,7 @@ from .model import Code, Headline, Mixed, Table
 from .provenance import get
 
 NOT_TIMED = "n/a (not captured with timing)"
+NO_STEPS = "n/a (no step ranges)"
 
 
 def phases(meta: dict) -> dict[str, dict]:
@@ -89,7 +90,7 @@ def _median(xs: list) -> float:
 
 def _launch_cell(lp: dict | None) -> str:
     if lp is None:
-        return "n/a (no step ranges)"
+        return NO_STEPS
     k = lp["kernels"]
     if k[0] == k[-1]:
         return f"{k[0]} ({lp['steps']} steps)"
@@ -98,7 +99,7 @@ def _launch_cell(lp: dict | None) -> str:
 
 def _gpu_cell(lp: dict | None) -> str:
     if lp is None:
-        return "n/a (no step ranges)"
+        return NO_STEPS
     g = lp["gpu_ns"]
     return f"{fmt.us(lp['gpu_median'])} ({fmt.us_from_ns(g[0])}–{fmt.us_from_ns(g[-1])})"
 

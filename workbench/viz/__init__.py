@@ -20,7 +20,7 @@ _API = {
     "timeline": "timelines", "timeline_pair": "timelines", "sweep": "sweeps",
     "TraceDiffWidget": "diff_widget", "TraceExplorer": "explorer", "alignment_table": "widgets",
     "kernel_color": "colors", "range_color": "colors", "variant_color": "colors", "color_map": "colors",
-    "presentation": "colors",
+    "trace_presentation": "colors",
     "traces_root": "notebook", "find_trace": "notebook", "find_pair": "notebook", "default_pair": "notebook",
     "load_sweep": "notebook",
 }

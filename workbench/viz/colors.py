@@ -38,11 +38,10 @@ def _index(name: str, n: int) -> int:
     return int.from_bytes(hashlib.sha1(str(name).encode("utf-8", "surrogatepass")).digest()[:4], "big") % n
 
 
-def presentation(trace=None) -> Presentation:
+def trace_presentation(trace=None) -> Presentation:
     """The presentation of ``trace``'s workload (a Trace or a manifest dict); the empty one
     for None or a trace whose manifest names no registered workload."""
-    meta = getattr(trace, "meta", trace)
-    return presentation_of(meta if isinstance(meta, dict) else None)
+    return presentation_of(getattr(trace, "meta", trace))
 
 
 def kernel_color(name: str) -> str:

@@ -12,12 +12,18 @@ from ..analysis.diff import TraceDiff, diff
 from ..analysis.projection import NO_LAUNCH, NO_RANGE
 from ..textfmt import num, us
 from ..trace import Trace, list_traces
+from .colors import STATUS, STATUS_TEXT
 from .diff_figures import diff_bars
 from .notebook import default_pair, traces_root
 from .timelines import timeline
 from .widgets import _STYLE, alignment_table, error, open_cached, range_header, show
 
 _e = html.escape
+
+
+def _marked(status: str) -> str:
+    """The inline style of kernels ``removed`` or ``added`` (as the alignment table marks them)."""
+    return f"background:{STATUS[status]};color:{STATUS_TEXT[status]}"
 
 
 class TraceDiffWidget(widgets.VBox):
@@ -76,8 +82,8 @@ class TraceDiffWidget(widgets.VBox):
             widgets.HBox([self.scope, self.timeline_button]),
             self.summary, self.bars,
             widgets.HTML("<b>Aligned kernel sequences</b> (first instance of each range; "
-                         "<span style='background:#fde0dd;color:#a50f15'>&minus; removed in B</span>, "
-                         "<span style='background:#e5f5e0;color:#006d2c'>+ added in B</span>)"),
+                         f"<span style='{_marked('removed')}'>&minus; removed in B</span>, "
+                         f"<span style='{_marked('added')}'>+ added in B</span>)"),
             self.table, self.timeline,
         ])
         self.add_class("wb-trace-diff")
@@ -164,8 +170,8 @@ class TraceDiffWidget(widgets.VBox):
                 f"<b>{us(t['gpu_time_per_step_ns_a'])} \u2192 {us(t['gpu_time_per_step_ns_b'])}</b> "
                 f"({t['steps_a']} vs {t['steps_b']} captured steps; {d.common} ranges in common)</div>")
         if d.common == 0:
-            head += ("<div style='color:#a50f15'>No range in common between A and B: their range paths differ "
-                     f"entirely ({t['only_a_ranges']} only in A, {t['only_b_ranges']} only in B).</div>")
+            head += (f"<div style='color:{STATUS_TEXT['removed']}'>No range in common between A and B: their "
+                     f"range paths differ entirely ({t['only_a_ranges']} only in A, {t['only_b_ranges']} only in B).</div>")
         self.summary.value = head
         v = self.scope.value
         try:

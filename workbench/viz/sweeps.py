@@ -16,7 +16,7 @@ def sweep(data, x: str = "context", y: str = "median_ms", color: str = "variant"
     bucketed. ``data``: a DataFrame or a list of records with columns ``x``, ``y``, ``color``
     and optionally ``lo``/``hi``. ``dash`` names a column (e.g. ``engine``) drawn as line
     styles; ``facet`` names a column drawn as side-by-side panels, each with its own y axis
-    (use it when the values differ by an order of magnitude, as eager vs CUDA-graph latency).
+    (use it when panels differ so much in scale that one axis would flatten the smaller).
     ``workload`` (a registered name or a workload object; default: a DataFrame's
     ``attrs["workload"]``, which :func:`workbench.viz.load_sweep` sets) colours the series as
     that workload presents its variants; without one they take stable-hash colours."""

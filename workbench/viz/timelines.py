@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from ..analysis.diff import STEP_REGEX
 from ..textfmt import MICRO
-from .colors import RANGE_FILL, kernel_color, presentation, range_color
+from .colors import RANGE_FILL, kernel_color, range_color, trace_presentation
 from .common import OTHER_COLOR, OTHER_KERNELS, SIDE_LEGEND, esc, labelled, layout, top_names, us
 
 
@@ -27,7 +27,7 @@ def timeline(trace, where=None, *, title: str | None = None, max_kernels: int = 
     from .select import window
 
     (label, t), = labelled(trace)
-    pres = presentation(t)
+    pres = trace_presentation(t)
     w = window(t, where, max_kernels=max_kernels, step_regex=step_regex)
     fig = go.Figure()
     rows: list[str] = []

@@ -9,7 +9,7 @@ import pandas as pd
 from ..analysis.diff import STEP_REGEX
 from ..analysis.projection import project
 from ..textfmt import MICRO
-from .colors import SIDE, kernel_color, presentation, range_color, variant_color
+from .colors import SIDE, kernel_color, range_color, trace_presentation, variant_color
 from .common import OTHER_COLOR, OTHER_KERNELS, OTHER_RANGES, SIDE_LEGEND, esc, labelled, layout, top_names, us
 
 
@@ -84,7 +84,7 @@ def launches_per_step(traces, step_regex: str = STEP_REGEX):
     fig = go.Figure()
     for i, (label, t) in enumerate(labelled(traces)):
         df = lps(t, step_regex)
-        color = SIDE["A" if i == 0 else "B"] if i < 2 else variant_color(label, presentation(t))
+        color = SIDE["A" if i == 0 else "B"] if i < 2 else variant_color(label, trace_presentation(t))
         fig.add_trace(go.Bar(
             name=esc(label, 48), x=[esc(s, 40) for s in df["step"]], y=[int(v) for v in df["kernels"]],
             marker_color=color, text=[str(int(v)) for v in df["kernels"]], textposition="outside", cliponaxis=False,
@@ -103,7 +103,7 @@ def summary_bars(trace, by: str = "range", metric: str = "gpu_time", top: int = 
     from ..analysis.tables import summary
 
     (label, t), = labelled(trace)
-    p = presentation(t)
+    p = trace_presentation(t)
     df = summary(t, by=by)
     col = "gpu_time_ns" if metric == "gpu_time" else "kernels"
     conv = us if metric == "gpu_time" else float

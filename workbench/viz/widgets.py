@@ -46,7 +46,7 @@ def show(out: widgets.Output, *figs_or_html) -> None:
 
 def error(msg: str) -> str:
     """An error shown inside a widget: a callback's exception is easy to miss."""
-    return f'<div style="color:#a50f15"><b>error:</b> {_e(msg)}</div>'
+    return f'<div style="color:{STATUS_TEXT["removed"]}"><b>error:</b> {_e(msg)}</div>'
 
 
 def alignment_table(al: Alignment, max_rows: int = 120) -> str:
