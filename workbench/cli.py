@@ -48,10 +48,18 @@ def _records(df) -> list[dict]:
     return rows
 
 
+def import_options(args):
+    """The import options of a CLI run: its --threads, and memory handed back to the system
+    as it is freed (the process does nothing but this command)."""
+    from .trace import ImportOptions
+
+    return ImportOptions(threads=args.threads, memory="release")
+
+
 def cmd_import(args) -> int:
     from .trace import import_file, save
 
-    trace = import_file(args.src)
+    trace = import_file(args.src, import_options(args))
     name = args.name or _default_name(args.src)
     path = save(trace, name, args.root, overwrite=args.force)
     counts = ", ".join(f"{v} {k}" for k, v in trace.meta["counts"].items())
@@ -75,7 +83,7 @@ def cmd_summary(args) -> int:
     from .analysis import summary
     from .trace import open_trace
 
-    trace = open_trace(args.trace, args.root)
+    trace = open_trace(args.trace, args.root, import_options(args))
     df = summary(trace, by=args.by, layer_regex=args.layer_regex)
     if not args.json:
         from .textsafe import clean
@@ -90,7 +98,7 @@ def cmd_sql(args) -> int:
     from .analysis import project
     from .trace import open_trace
 
-    trace = open_trace(args.trace, args.root)
+    trace = open_trace(args.trace, args.root, import_options(args))
     project(trace, args.layer_regex)
     _print_table(trace.sql(args.query), args.json)
     return 0
@@ -107,6 +115,8 @@ def cmd_list(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="workbench", description="GPU performance workbench for LLM inference engines")
     p.add_argument("--root", default=None, help="trace store directory (default: $WORKBENCH_TRACES or ./traces)")
+    p.add_argument("--threads", type=_positive_int, default=None,
+                   help="most threads an import uses (default: one per available CPU)")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("import", help="import a capture (nsys .sqlite/.nsys-rep, torch.profiler .json[.gz]) into the store")
@@ -135,6 +145,16 @@ def build_parser() -> argparse.ArgumentParser:
     for module in ("capturing.cli", "diff_cli", "reporting.cli", "demo"):
         _optional(sub, module)
     return p
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
 
 
 def _optional(sub, module: str) -> None:
