@@ -65,9 +65,9 @@ class Presentation:
 
     * ``regions``: range names the workload opens inside a layer, in execution order; a
       timeline fills these ranges with their colour and leaves other ranges grey.
-    * ``colors``: region name or variant value -> CSS colour. A label holding several keys as
-      words (``h200-kvwrite-unfused-eager``) takes the first key in this order, so a key that
-      contains another as a word must come first.
+    * ``colors``: region name or variant value -> CSS colour. A trace label is coloured by the
+      variant values (keys that are not regions) it holds as words, the first in this order
+      when it holds several (``ref-h200-kvwrite-fused-cache-bucketed``).
     * ``default_pair``: the A/B pair a diff widget opens with when given no traces.
     """
 

@@ -198,9 +198,9 @@ class DecoderInstance:
             return r["lm_head"](x, self.w_out)
 
 
-# Regions in the order ``forward`` opens them. Colours: regions fixed so every figure reads
-# alike; variants as before (warm: unfused, full) and after (cool: fused, bucketed), with
-# "unfused" ahead of "fused" so a label holding both words is read as the unfused one.
+# Regions in the order ``forward`` opens them. Colours: each region its own, so every figure
+# reads alike; variants before (warm: unfused, full) and after (cool: fused, bucketed). A label
+# naming several values takes the first listed.
 PRESENTATION = Presentation(
     regions=("qkv", "kv_write", "attention", "mlp", "lm_head"),
     colors={"qkv": "#9467bd", "kv_write": "#d62728", "attention": "#1f77b4", "mlp": "#2ca02c",
