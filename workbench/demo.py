@@ -27,7 +27,7 @@ BUCKETING = (
     ("ref-h200-kvwrite-fused-cache-full-torch", "ref-h200-kvwrite-fused-cache-bucketed-torch"),
 )
 SWEEP = Path("benchmarks/results/h200_live.json")
-# Small enough for a 2-core CPU in about a minute per variant, same ranges and kernel mix.
+# Small enough for a 2-core CPU without a GPU, with the same ranges and kernel mix.
 CPU_VARIANT = {"layers": 4, "rows": 2048, "ctx": 64}
 
 
