@@ -14,9 +14,7 @@ import statistics
 import time
 
 from .annotation import annotate
-
-# Largest logit difference still called "equal", relative to the logits' magnitude (>= 1).
-TOLERANCE = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 3e-2}
+from .vocabulary import OUTPUT_TOLERANCE as TOLERANCE
 
 
 class _HostClock:

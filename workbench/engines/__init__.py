@@ -21,8 +21,7 @@ import hashlib
 import json
 
 from ..errors import WorkbenchError
-
-KINDS = ("eager", "compile", "cudagraph", "tensorrt")
+from ..vocabulary import ENGINE_KINDS as KINDS
 
 _built: dict[str, object] = {}
 

@@ -31,7 +31,7 @@ def _logits(o: dict):
 
 
 def _tolerance(meta: dict, base_logits) -> float | None:
-    from ..run import TOLERANCE
+    from ..vocabulary import OUTPUT_TOLERANCE as TOLERANCE
 
     dtype = get(meta, "capture", "engine_info", "dtype") or get(meta, "capture", "variant", "dtype")
     if dtype not in TOLERANCE:
@@ -126,7 +126,7 @@ def gaps(inputs: list[Input], phases: list[dict], d, sweep: Sweep | None, corr_g
         gaps += [["sweep: ", Code(s)] for s in sweep.not_run]
     engines = {str(get(i.meta, "capture", "engine")) for i in inputs if get(i.meta, "capture", "engine")}
     if engines:
-        from ..engines import KINDS
+        from ..vocabulary import ENGINE_KINDS as KINDS
 
         if sweep is not None:
             engines |= {str(v) for v in sweep.meta.get("engines", [])}
