@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..trace.store import MANIFEST, list_traces
+from ..trace.store import MANIFEST, default_root, list_traces
 from ..workloads import workload_name
 
 REFERENCE_PREFIX = "ref-"
@@ -27,15 +27,8 @@ def _repo_root() -> Path:
 
 
 def traces_root() -> Path:
-    """``$WORKBENCH_TRACES``, else ``./traces``, ``../traces`` (a notebook in ``notebooks/``),
-    else the ``traces/`` beside the installed package (an editable checkout)."""
-    env = os.environ.get("WORKBENCH_TRACES")
-    if env:
-        return Path(env)
-    for cand in (Path("traces"), Path("..") / "traces", _repo_root() / "traces"):
-        if cand.is_dir() and list_traces(cand):
-            return cand.resolve()
-    return Path("traces").resolve()
+    """The trace store a notebook uses (see ``trace.store.default_root``, searching)."""
+    return default_root(search=True)
 
 
 def _manifest(root: Path, name: str) -> dict:

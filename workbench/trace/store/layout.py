@@ -22,9 +22,20 @@ FORMAT_VERSION = 2
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=-]{0,127}$")
 
 
-def default_root() -> Path:
-    """``$WORKBENCH_TRACES`` or ``./traces``."""
-    return Path(os.environ.get("WORKBENCH_TRACES", "traces"))
+def default_root(search: bool = False) -> Path:
+    """``$WORKBENCH_TRACES``, else ``./traces``. With ``search`` (for notebooks, which often
+    run in ``notebooks/``): the first of ``./traces``, ``../traces`` and the ``traces/``
+    beside the package (an editable checkout) that holds stored traces, resolved."""
+    env = os.environ.get("WORKBENCH_TRACES")
+    if env:
+        return Path(env)
+    if not search:
+        return Path("traces")
+    beside = Path(__file__).resolve().parents[3] / "traces"
+    for cand in (Path("traces"), Path("..") / "traces", beside):
+        if cand.is_dir() and list_traces(cand):
+            return cand.resolve()
+    return Path("traces").resolve()
 
 
 def check_name(name: str) -> str:
