@@ -45,5 +45,3 @@ def read(path: str | Path, options: ImportOptions = DEFAULT) -> RawTables:
         tables.add(part)
     return tables.raw(reader.header)
 
-
-read_kineto = read  # TEMPORARY: until readers/__init__ calls kineto.read

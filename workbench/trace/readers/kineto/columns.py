@@ -1,8 +1,9 @@
 """Values of decoded events checked and turned into columns, names interned, and a table's
 columns joined piece after piece.
 
-Every check here words its problem the same whichever part of a file (or which reader)
-met it: the C scanner declines what would fail a check, so its pieces are read here again.
+A problem with a value is worded by these checks whichever backend read its piece: the C
+scanner declines any piece holding a value that would fail one, and that piece's events
+come here.
 """
 
 from __future__ import annotations
