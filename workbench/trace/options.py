@@ -48,7 +48,7 @@ class ImportOptions:
         """An executor of :meth:`workers` threads for one step, shut down by its ``with``
         block; with ``threads=1``, one that runs each task at once on the calling thread."""
         if self.threads == 1:
-            return _Inline()
+            return Inline()
         return ThreadPoolExecutor(self.workers(wanted), thread_name_prefix=name)
 
     def apply(self) -> None:
@@ -57,7 +57,7 @@ class ImportOptions:
             _release_freed_memory()
 
 
-class _Inline(Executor):
+class Inline(Executor):
     """Runs each task as it is submitted, on the submitting thread."""
 
     def submit(self, fn, /, *args, **kwargs) -> Future:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ....errors import TraceFormatError
 from ...names import categorical_take, constant
-from ...options import ImportOptions
+from ...options import ImportOptions, Inline
 from .database import DOMAIN_CREATE, KERNEL, MEMCPY, MEMSET, NVTX, RUNTIME
 from .pages import Columns
 from .values import distinct_ids, int64, ints, names, own_pid, pid_tid, spread_distinct, text_codes, tid
@@ -22,8 +22,8 @@ def make(columns: Columns, options: ImportOptions) -> dict[str, pd.DataFrame]:
 
     Each table is made as soon as its columns have been read, while the page reader is still
     decoding others: one read by sqlite3 on this thread, tables read from their pages (and
-    needing nothing more of the connection) on threads from ``options.pool``, so that the last ones read are not
-    made one after the other. That order is the threads', so where several tables are bad,
+    needing nothing more of the connection) on threads from ``options.pool``, so that the
+    last ones read are not made one after the other. That order is the threads', so where several tables are bad,
     the error told is the one of the first in the fixed order, as when every table is made
     in turn."""
     db = columns.db
@@ -33,21 +33,12 @@ def make(columns: Columns, options: ImportOptions) -> dict[str, pd.DataFrame]:
         )
     strings = db.strings()
     making: dict[str, Future] = {}
+    here = Inline()  # a table whose making asks more of the connection: this thread
     with options.pool(2, "workbench-tables") as pool:
         for t, paged in columns.order([t for t in _MAKE if t in db.tables]):
             anywhere = paged and t in _MADE_ANYWHERE
-            making[t] = (pool.submit if anywhere else _made)(_MAKE[t][1], columns, t, strings, db.where)
+            making[t] = (pool if anywhere else here).submit(_MAKE[t][1], columns, t, strings, db.where)
         return {key: making[t].result() for t, (key, _) in _MAKE.items() if t in making}
-
-
-def _made(fn, *args) -> Future:
-    """``fn(*args)`` made on this thread, its result or format error held as a thread's is."""
-    done: Future = Future()
-    try:
-        done.set_result(fn(*args))
-    except TraceFormatError as e:
-        done.set_exception(e)
-    return done
 
 
 def _kernels(columns: Columns, table: str, strings, where: Path) -> pd.DataFrame:
