@@ -10,6 +10,9 @@ return logits. Kinds:
 * ``cudagraph``: decode steps replayed from CUDA graphs (one per bound-row count); prefill eager.
 * ``tensorrt``: drives ``trtexec`` (``engines/tensorrt.py``); needs TensorRT installed.
 
+The instance a workload creates is checked against what the chosen kind uses
+(``workloads/contract.py``) before the engine is built.
+
 Builds are cached by ``build_key`` (workload, full variant, kind, device and versions): in this
 process for the Python engines (compiled code and graphs are reused across captures), on
 disk for TensorRT plans.
@@ -75,6 +78,7 @@ def check(kind: str, device: str) -> None:
 def build(workload: str, variant: dict, kind: str, device: str):
     """The engine for this (already resolved) variant, built once per key and process."""
     from .. import workloads
+    from ..workloads.contract import check_instance
 
     cls = engine_class(kind)
     key = build_key(workload, variant, kind, device)
@@ -88,6 +92,9 @@ def build(workload: str, variant: dict, kind: str, device: str):
         raise
     except Exception as e:  # a user's workload may raise anything: report it, don't crash
         raise WorkbenchError(f"workload {workload}", f"create failed: {type(e).__name__}: {e}") from e
+    # A user's instance may lack what this kind uses: name the piece now, not as an
+    # AttributeError from inside the engine or halfway through a timed run.
+    check_instance(workload, instance, kind)
     engine = cls(instance, key)
     _built[key] = engine
     return engine

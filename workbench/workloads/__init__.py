@@ -1,9 +1,21 @@
-"""Reference workloads and their variants.
+"""Reference workloads, user workloads, and their variants.
 
-A workload is a named recipe: ``options`` (variant keys with defaults and allowed values) and
-``create(variant, device)``, which returns an instance the engines drive (see
-``workloads/decoder.py`` for the contract). Workloads register by name so a notebook can add
-its own with ``register`` and capture it like the built-in ones.
+A workload is a recipe: ``options`` (variant keys -> :class:`Option`, with defaults and
+allowed values; a plain value stands for ``Option(default=value)``) and ``create(variant,
+device)``, which returns an instance the engines drive. What that instance must have depends
+on the engine kind and is written once, in ``contract.CONTRACT`` (``workloads/decoder.py`` is
+the reference that has all of it).
+
+``get(ref)`` finds a workload by
+
+* a registered name: the built-in ``decoder``, or one a notebook added with ``register``;
+* the name of an entry point in the ``workbench.workloads`` group of an installed
+  distribution (``[project.entry-points."workbench.workloads"] mine = "mypkg.mod:WORKLOAD"``);
+* a reference ``"pkg.mod:attr"``: the attribute is the workload, or a factory (class or
+  function) called with no arguments that returns one (``plugins.py``).
+
+Whatever it found comes back checked and wrapped as a :class:`Workload`, the same object for
+the same reference for the life of the process.
 
 A workload may also carry a ``presentation`` (:class:`Presentation`): how figures and reports
 draw its traces. :func:`presentation_of` finds it for a trace from the workload its manifest
@@ -13,13 +25,14 @@ never needs to know a workload by name.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from ..errors import WorkbenchError
+from . import plugins
 
 
 @dataclass(frozen=True)
@@ -79,31 +92,64 @@ class Presentation:
 NO_PRESENTATION = Presentation()
 
 
-# name -> "module:attribute" (imported on first use, so listing workloads imports no torch)
-# or a workload object registered at run time.
-_REGISTRY: dict[str, Any] = {"decoder": "workbench.workloads.decoder:DECODER"}
+@dataclass(frozen=True)
+class Workload:
+    """A workload as ``get`` hands it out: every option an :class:`Option`, ``create`` the
+    workload's own, ``presentation`` its own or the empty one."""
+
+    options: Mapping[str, Option]
+    create: Callable
+    presentation: Presentation = NO_PRESENTATION
+
+
+def _checked(ref: str, workload: Any) -> Workload:
+    """``workload`` checked for the workload shape, its plain option values made Options."""
+    problem = plugins.shape_problem(workload)
+    if problem is not None:
+        raise WorkbenchError(f"workload {ref}", f"is {problem}")
+    options = workload.options
+    if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
+        raise WorkbenchError(f"workload {ref}", f"`options` is {type(options).__name__}, "
+                                                "not a mapping of name -> Option (or default value)")
+    found = getattr(workload, "presentation", None)
+    return Workload(MappingProxyType({k: v if isinstance(v, Option) else Option(v) for k, v in options.items()}),
+                    workload.create, found if isinstance(found, Presentation) else NO_PRESENTATION)
+
+
+# name -> "module:attribute" (replaced by the workload on first use, so listing workloads
+# imports no torch) or a workload registered at run time.
+_REGISTRY: dict[str, str | Workload] = {"decoder": "workbench.workloads.decoder:DECODER"}
+# Entry-point names and module:attribute references, once loaded.
+_PLUGINS: dict[str, Workload] = {}
 
 
 def register(name: str, workload: Any) -> None:
     """Make ``workload`` (an object with ``options`` and ``create``) capturable as ``name``."""
-    if not hasattr(workload, "options") or not callable(getattr(workload, "create", None)):
-        raise WorkbenchError(f"workload {name}", "needs an `options` mapping and a `create(variant, device)`")
-    _REGISTRY[name] = workload
+    _REGISTRY[name] = _checked(name, workload)
 
 
 def names() -> list[str]:
-    return sorted(_REGISTRY)
+    """Registered names and the installed distributions' entry-point names (nothing imported)."""
+    return sorted({*_REGISTRY, *plugins.entry_points()})
 
 
-def get(name: str):
-    try:
-        entry = _REGISTRY[name]
-    except KeyError:
-        raise WorkbenchError(f"workload {name}", f"unknown workload (known: {', '.join(names())})") from None
+def get(ref: str) -> Workload:
+    """The workload ``ref`` names: registered name, entry-point name or ``module:attribute``."""
+    entry = _REGISTRY.get(ref)
     if isinstance(entry, str):
-        module, attr = entry.split(":")
-        entry = _REGISTRY[name] = getattr(importlib.import_module(module), attr)
-    return entry
+        entry = _REGISTRY[ref] = _checked(ref, plugins.load(entry))
+    if entry is not None:
+        return entry
+    if ref not in _PLUGINS:
+        if ":" in ref:
+            found = plugins.load(ref)
+        elif (ep := plugins.entry_points().get(ref)) is not None:
+            found = plugins.load_entry_point(ep)
+        else:
+            raise WorkbenchError(f"workload {ref}", f"unknown workload (known: {', '.join(names())}; "
+                                                    "or a plugin as module:attribute)")
+        _PLUGINS[ref] = _checked(ref, found)
+    return _PLUGINS[ref]
 
 
 def workload_name(meta: Mapping | None) -> str | None:
@@ -116,15 +162,31 @@ def workload_name(meta: Mapping | None) -> str | None:
     return None if name is None else str(name)
 
 
+def _loaded(ref: str) -> Workload | None:
+    """The workload ``ref`` names if getting it imports no code not already imported, else None.
+
+    Drawing a figure must not run a user's module (its import may be slow, need a GPU, or have
+    side effects) only to pick colours: registered workloads (our own modules, or objects
+    already in memory), plugins this process already loaded, and ``module:attribute``
+    references whose module is already imported are found; anything else, an entry-point name
+    not yet used included, draws with the empty presentation. (A factory in an imported module
+    may still run: factories are meant to be cheap, the work belongs in ``create``.) A plugin
+    that fails to load draws the same way: the figure does not need it, and a capture reports
+    the failure.
+    """
+    if ref in _REGISTRY or ref in _PLUGINS or (":" in ref and ref.partition(":")[0] in sys.modules):
+        try:
+            return get(ref)
+        except WorkbenchError:
+            return None
+    return None
+
+
 def presentation(workload: Any) -> Presentation:
-    """A workload's presentation (by name or object); the empty one for None, an unknown name,
-    or a workload that supplies none."""
-    if workload is None:
-        return NO_PRESENTATION
+    """A workload's presentation (by name or object); the empty one for None, a name not loaded
+    (see :func:`_loaded`), or a workload that supplies none."""
     if isinstance(workload, str):
-        if workload not in _REGISTRY:
-            return NO_PRESENTATION
-        workload = get(workload)
+        workload = _loaded(workload)
     found = getattr(workload, "presentation", None)
     return found if isinstance(found, Presentation) else NO_PRESENTATION
 
@@ -135,9 +197,10 @@ def presentation_of(meta: Mapping | None) -> Presentation:
 
 
 def presentations() -> list[Presentation]:
-    """The presentations of every registered workload, by name: where to look when there is
-    no trace to ask (e.g. for a default pair)."""
-    return [p for p in (presentation(n) for n in names()) if p is not NO_PRESENTATION]
+    """The presentations of every registered workload, by name, then of the plugins this
+    process loaded: where to look when there is no trace to ask (e.g. for a default pair)."""
+    found = [presentation(n) for n in sorted(_REGISTRY)] + [w.presentation for w in _PLUGINS.values()]
+    return [p for p in found if p is not NO_PRESENTATION]
 
 
 def parse_assignments(items: list[str] | None) -> dict[str, str]:
