@@ -9,6 +9,9 @@ Public API (imported lazily, so ``workbench summary`` starts fast)::
     t.sql("select range, count(*) from projected group by 1")
     wb.diff(a, b)                                      # per-range / per-layer diff, aligned kernels
     wb.capture("decoder", variant={"kv_write": "fused"})
+    wb.capture_command(["python", "model.py"], backend="torch")   # any program, recorded
+    with wb.record("my-trace"): model(x)               # a notebook block, recorded and stored
+    wb.profile_call(model, x, name="eager", repeats=10)  # timed, checked, recorded
     wb.report(base, fix, html="report.html", md="report.md")
 """
 
@@ -27,11 +30,18 @@ _API = {
     "open_trace": "workbench.trace",
     "save": "workbench.trace",
     "list_traces": "workbench.trace",
+    "export_chrome": "workbench.trace",
     "project": "workbench.analysis",
     "summary": "workbench.analysis",
     "launches_per_step": "workbench.analysis",
     "diff": "workbench.analysis",
     "capture": "workbench.capturing",
+    "capture_command": "workbench.capturing.command",
+    "profile_call": "workbench.capturing.calls",
+    "record": "workbench.capturing.record",
+    "window": "workbench.capturing.window",
+    "outputs_equal": "workbench.outputs",
+    "step": "workbench.capturing.window",
     "annotate": "workbench.annotation",
     "report": "workbench.reporting",
     "WorkbenchError": "workbench.errors",

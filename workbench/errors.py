@@ -12,6 +12,8 @@ import os
 class WorkbenchError(Exception):
     """A problem with the user's input: a file, a trace, an argument."""
 
+    exit_code = 2  # what the CLI exits with
+
     def __init__(self, where: object, problem: str):
         self.where = os.fspath(where) if isinstance(where, os.PathLike) else str(where)
         self.problem = problem
@@ -20,3 +22,9 @@ class WorkbenchError(Exception):
 
 class TraceFormatError(WorkbenchError):
     """The file is not a trace we can read, or it is damaged."""
+
+
+class ProgramFailed(WorkbenchError):
+    """The user's own program, run by a capture, failed: its failure, not bad input."""
+
+    exit_code = 1

@@ -12,16 +12,19 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
+from collections import defaultdict
 
 from .annotation import annotate
 from .vocabulary import OUTPUT_TOLERANCE as TOLERANCE
 
 
 class _HostClock:
+    """Times named phases with the host clock; ``collect`` hands back and forgets them."""
+
     kind = "host"
 
     def __init__(self):
-        self.marks: dict[str, list] = {"prefill": [], "decode": []}
+        self.marks: dict[str, list] = defaultdict(list)
 
     @contextlib.contextmanager
     def phase(self, name: str):
@@ -30,7 +33,7 @@ class _HostClock:
         self.marks[name].append((time.perf_counter_ns() - t0) / 1e6)
 
     def collect(self) -> dict[str, list[float]]:
-        out, self.marks = self.marks, {"prefill": [], "decode": []}
+        out, self.marks = self.marks, defaultdict(list)
         return out
 
 
@@ -55,7 +58,12 @@ class _EventClock(_HostClock):
         import torch
 
         torch.cuda.synchronize()
-        return {k: [s.elapsed_time(e) for s, e in v] for k, v in super().collect().items()}
+        return defaultdict(list, {k: [s.elapsed_time(e) for s, e in v] for k, v in super().collect().items()})
+
+
+def clock_for(cuda: bool):
+    """CUDA events when the timed work runs on a GPU, else the host clock."""
+    return _EventClock() if cuda else _HostClock()
 
 
 class _NoClock:
@@ -113,7 +121,7 @@ def time_engine(engine, *, steps: int = 3, repeats: int = 10, warmup: int = 2, p
     logits, tokens = generate(engine, steps, keep=True)
     for _ in range(warmup - 1):
         generate(engine, steps)
-    clock = _EventClock() if engine.instance.device.type == "cuda" else _HostClock()
+    clock = clock_for(engine.instance.device.type == "cuda")
     prefill, decode, per_rep = [], [], []
     for _ in tqdm(range(repeats), desc=f"timing {engine.kind}", unit="rep", disable=not progress or None,
                   leave=False):

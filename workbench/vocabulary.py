@@ -5,6 +5,7 @@ layer (the views must not import the capture code to learn them)."""
 from __future__ import annotations
 
 ENGINE_KINDS = ("eager", "compile", "cudagraph", "tensorrt")
+CAPTURE_BACKENDS = ("torch", "nsys")
 
 # Largest logit difference still called "equal", relative to the logits' magnitude (>= 1).
 OUTPUT_TOLERANCE = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 3e-2}

@@ -22,8 +22,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import WorkbenchError
-
-BACKENDS = ("torch", "nsys")
+from ..vocabulary import CAPTURE_BACKENDS as BACKENDS
 DEVICES = ("cpu", "cuda")
 
 
@@ -59,7 +58,8 @@ def default_name(workload: str, variant: dict, engine: str, backend: str) -> str
 
     options = workloads.get(workload).options
     changed = [f"{k}-{v}" for k, v in variant.items() if v != options[k].default]
-    return "-".join([workload, *changed, engine, backend]).replace("_", "").replace(".", "p")
+    # A plugin reference (mypkg.mod:WORKLOAD) becomes mypkg.mod-WORKLOAD: a legal trace name.
+    return "-".join([workload.replace(":", "-"), *changed, engine, backend]).replace("_", "").replace(".", "p")
 
 
 def cli_command(workload: str, variant: dict, engine: str, backend: str, name: str, steps: int,
@@ -75,7 +75,7 @@ def cli_command(workload: str, variant: dict, engine: str, backend: str, name: s
 def capture(workload: str, variant: dict | None = None, *, engine: str = "eager", backend: str = "torch",
             name: str | None = None, steps: int = 3, repeats: int = 10, warmup: int = 2,
             device: str | None = None, root: str | Path | None = None, overwrite: bool = False,
-            progress: bool = True, command: list[str] | None = None):
+            progress: bool = True, command: list[str] | None = None, keep_raw: bool = False):
     """Capture one variant and store it; returns the stored ``Trace``."""
     from ..trace import default_root, import_file, save
     from ..trace.store import check_name
@@ -111,22 +111,22 @@ def capture(workload: str, variant: dict | None = None, *, engine: str = "eager"
 
             trace_file, result, tool_cmd = run_backend(spec, workdir)
         trace = import_file(trace_file)
+        nsys = None
+        if backend == "nsys":
+            from .nsys_backend import find_nsys
 
-    nsys = None
-    if backend == "nsys":
-        from .nsys_backend import find_nsys
-
-        nsys = find_nsys()
-    trace.meta.update({
-        "capture": {"backend": backend, "engine": engine, "workload": workload, "variant": resolved,
-                    "device": device, "steps": steps, "repeats": repeats, "warmup": warmup,
-                    "command": argv, "command_line": shlex.join(argv), "tool_command": tool_cmd,
-                    # The real process (a notebook kernel, a campaign script) behind an API call.
-                    "process_argv": list(sys.orig_argv),
-                    "engine_info": result["engine"]},
-        "env": environment(device, nsys),
-        "timing": result["timing"],
-        "outputs": result.get("outputs"),
-    })
-    save(trace, name, root=root, overwrite=overwrite)
+            nsys = find_nsys()
+        trace.meta.update({
+            "capture": {"backend": backend, "engine": engine, "workload": workload, "variant": resolved,
+                        "device": device, "steps": steps, "repeats": repeats, "warmup": warmup,
+                        "command": argv, "command_line": shlex.join(argv), "tool_command": tool_cmd,
+                        # The real process (a notebook kernel, a campaign script) behind an API call.
+                        "process_argv": list(sys.orig_argv),
+                        "engine_info": result["engine"]},
+            "env": environment(device, nsys),
+            "timing": result["timing"],
+            "outputs": result.get("outputs"),
+        })
+        raw = [workdir / "capture.nsys-rep" if backend == "nsys" else trace_file] if keep_raw else None
+        save(trace, name, root=root, overwrite=overwrite, raw=raw)
     return trace

@@ -1,4 +1,10 @@
-"""``workbench capture WORKLOAD --variant key=value ... --engine E --backend B [--name N]``."""
+"""``workbench capture``: a workload variant, a Python callable, or any command.
+
+    workbench capture decoder --variant kv_write=fused --engine eager --backend torch
+    workbench capture mypkg.mod:WORKLOAD --variant k=v          (a workload plugin)
+    workbench capture --call mymodel:run --backend nsys         (a module:function, timed)
+    workbench capture --backend nsys [--windows] -- python model.py --batch 8
+"""
 
 from __future__ import annotations
 
@@ -8,45 +14,100 @@ import sys
 
 def add_parser(subparsers) -> None:
     from ..engines import KINDS
-    from . import BACKENDS, DEVICES
+    from ..vocabulary import CAPTURE_BACKENDS as BACKENDS
+    from . import DEVICES
 
-    s = subparsers.add_parser("capture", help="run a workload variant, capture it (torch.profiler or nsys), store it")
-    s.add_argument("workload", help="workload name (built in: decoder)")
-    s.add_argument("--variant", action="append", metavar="KEY=VALUE", default=[],
-                   help="variant setting, repeatable (decoder: kv_write=unfused|fused, cache_rows=full|bucketed, "
-                        "ctx=N, layers=N, rows=N, ...)")
-    s.add_argument("--engine", default="eager", help=f"one of {', '.join(KINDS)} (default eager)")
+    s = subparsers.add_parser(
+        "capture", help="capture a command (-- COMMAND), a callable (--call) or a workload variant, and store it",
+        usage="workbench capture [options] -- COMMAND [ARGS...]\n"
+              "       workbench capture --call MODULE:FUNCTION [options]\n"
+              "       workbench capture WORKLOAD [--variant KEY=VALUE ...] [options]")
+    s.add_argument("workload", nargs="?", help="workload: a name (built in: decoder; or an installed plugin's) or "
+                   "MODULE:ATTRIBUTE")
+    s.add_argument("--call", metavar="MODULE:FUNCTION", help="time and record this function (no arguments), "
+                   "imported from the current directory")
     s.add_argument("--backend", default="torch", help=f"one of {', '.join(BACKENDS)} (default torch)")
-    s.add_argument("--name", help="stored trace name (default: from workload, changed variant keys, engine, backend)")
-    s.add_argument("--steps", type=int, default=3, help="decode steps recorded (default 3)")
+    s.add_argument("--name", help="stored trace name (default: from the script, function or workload variant)")
+    s.add_argument("--windows", action="store_true", help="COMMAND: record only the first window the program opens "
+                   "(workbench.window(), or cudaProfilerStart/Stop), not the whole run")
+    s.add_argument("--keep-raw", action="store_true", help="store the raw capture (.nsys-rep / Kineto JSON, gzipped) "
+                   "beside the tables")
+    s.add_argument("--variant", action="append", metavar="KEY=VALUE", default=[],
+                   help="workload variant setting, repeatable (decoder: kv_write=unfused|fused, "
+                        "cache_rows=full|bucketed, ctx=N, layers=N, rows=N, ...)")
+    s.add_argument("--engine", default="eager", help=f"workload: one of {', '.join(KINDS)} (default eager)")
+    s.add_argument("--steps", type=int, default=None, help="recorded decode steps / calls (default 3 / 1)")
     s.add_argument("--repeats", type=int, default=10, help="timed repetitions before the capture (default 10)")
     s.add_argument("--warmup", type=int, default=2, help="untimed warm-up repetitions (default 2)")
-    s.add_argument("--device", help=f"one of {', '.join(DEVICES)} (default: cuda when available)")
+    s.add_argument("--device", help=f"workload: one of {', '.join(DEVICES)} (default: cuda when available)")
     # SUPPRESS keeps the top-level --root when this one is not given.
     s.add_argument("--root", default=argparse.SUPPRESS, help="trace store directory")
     s.add_argument("--force", action="store_true", help="replace a stored trace of the same name")
-    s.add_argument("--quiet", action="store_true", help="no progress bars")
-    s.set_defaults(func=run)
+    s.add_argument("--quiet", action="store_true", help="no progress output")
+    s.set_defaults(func=run, command_argv=None)
 
 
 def _process_command() -> list[str] | None:
     """This process's exact argv when it is a ``workbench capture`` command line; otherwise
-    (``main([...])`` called from Python) ``capture`` records the equivalent CLI line."""
+    (``main([...])`` called from Python) the capture records the equivalent CLI line."""
     return list(sys.orig_argv) if "capture" in sys.argv[1:] else None
 
 
-def run(args) -> int:
-    from ..workloads import parse_assignments
-    from . import capture
+def _which(args) -> str:
+    from ..errors import WorkbenchError
 
-    trace = capture(args.workload, parse_assignments(args.variant), engine=args.engine, backend=args.backend,
-                    name=args.name, steps=args.steps, repeats=args.repeats, warmup=args.warmup,
-                    device=args.device, root=getattr(args, "root", None), overwrite=args.force,
-                    progress=not args.quiet, command=_process_command())
-    timing = trace.meta["timing"]
-    line = f"{trace.path}: {trace.meta['counts']['kernels']} work units"
-    if "decode_step_ms" in timing:
-        d = timing["decode_step_ms"]
-        line += f", decode step {d['median']:.3f} ms (min {d['min']:.3f}, max {d['max']:.3f}, {timing['timer']})"
-    print(line)
+    given = [k for k, v in (("-- COMMAND", args.command_argv), ("--call", args.call), ("WORKLOAD", args.workload))
+             if v]
+    if len(given) != 1:
+        raise WorkbenchError("capture", "give one of: -- COMMAND, --call MODULE:FUNCTION, or a WORKLOAD"
+                             + (f" (got {' and '.join(given)})" if given else ""))
+    return given[0]
+
+
+def run(args) -> int:
+    from ..textsafe import clean
+
+    what = _which(args)
+    root, progress = getattr(args, "root", None), not args.quiet
+    if what == "-- COMMAND":
+        from .command import capture_command
+
+        trace = capture_command(args.command_argv, backend=args.backend, name=args.name, root=root,
+                                windows=args.windows, keep_raw=args.keep_raw, overwrite=args.force, progress=progress)
+    elif what == "--call":
+        from .calls import profile_call
+
+        trace = profile_call(args.call, name=args.name, backend=args.backend, warmup=args.warmup,
+                             repeats=args.repeats, steps=args.steps or 1, root=root, overwrite=args.force,
+                             keep_raw=args.keep_raw, progress=progress, command=_process_command())
+    else:
+        from ..workloads import parse_assignments
+        from . import capture
+
+        trace = capture(args.workload, parse_assignments(args.variant), engine=args.engine, backend=args.backend,
+                        name=args.name, steps=args.steps or 3, repeats=args.repeats, warmup=args.warmup,
+                        device=args.device, root=root, overwrite=args.force, progress=progress,
+                        command=_process_command(), keep_raw=args.keep_raw)
+    print(clean(_describe(trace)))
     return 0
+
+
+def _describe(trace) -> str:
+    from .. import textfmt as fmt
+
+    meta = trace.meta
+    counts = meta["counts"]
+    unit = meta.get("source", {}).get("work_units", "kernel")
+    line = f"{trace.path}: {counts['kernels']} {unit}s, {counts['ranges']} ranges"
+    timing, cap = meta.get("timing") or {}, meta.get("capture") or {}
+    for key, what in (("decode_step_ms", "decode step"), ("call_ms", "call")):
+        if key in timing:
+            d = timing[key]
+            line += (f", {what} {fmt.ms(d['median'])} ms (min {fmt.ms(d['min'])}, max {fmt.ms(d['max'])}, "
+                     f"{timing['timer']})")
+    if "wall_s" in cap and cap.get("kind") == "command":
+        line += f", exit {cap['exit_status']} after {cap['wall_s']:.2f} s"
+    windows = cap.get("windows") or {}
+    if windows.get("mode") == "windows" and (windows.get("opened") or 0) > (windows.get("recorded") or 0):
+        line += f" (recorded the first of {windows['opened']} windows)"
+    return line

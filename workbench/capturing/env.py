@@ -19,12 +19,13 @@ def _out(cmd: list[str], cwd: str | None = None) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def git_revision() -> dict:
-    """The checkout's commit and whether it had changes; ``WORKBENCH_GIT_REVISION`` wins
-    (a copied working tree on a lent machine has no ``.git``)."""
-    if os.environ.get("WORKBENCH_GIT_REVISION"):
+def git_revision(repo: str | None = None) -> dict:
+    """The commit of the checkout holding ``repo`` (default: the workbench's own) and whether it
+    had changes; for the workbench's own, ``WORKBENCH_GIT_REVISION`` wins (a copied working
+    tree on a lent machine has no ``.git``)."""
+    if repo is None and os.environ.get("WORKBENCH_GIT_REVISION"):
         return {"revision": os.environ["WORKBENCH_GIT_REVISION"], "source": "WORKBENCH_GIT_REVISION"}
-    repo = str(Path(__file__).resolve().parents[2])
+    repo = repo or str(Path(__file__).resolve().parents[2])
     rev = _out(["git", "rev-parse", "HEAD"], cwd=repo)
     if rev is None:
         return {"revision": None}
@@ -37,26 +38,34 @@ def nsys_version(nsys: str | None = None) -> str | None:
     return _out([nsys, "--version"]) if nsys else None
 
 
-def environment(device: str, nsys: str | None = None) -> dict:
-    import torch
-
+def environment(device: str, nsys: str | None = None, cwd: str | None = None) -> dict:
+    """What this process runs on. ``cwd``: the user's working directory, whose git revision
+    is recorded as ``git`` (the workbench's own goes to ``workbench_git``); without it ``git``
+    is the workbench's own (its reference workloads live in its checkout)."""
     env = {
         "python": platform.python_version(),
         "platform": platform.platform(),
         "hostname": socket.gethostname(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
         "device": device,
-        "git": git_revision(),
+        "git": git_revision(cwd),
         "executable": sys.executable,
     }
+    if cwd is not None:
+        env["cwd"] = cwd
+        env["workbench_git"] = git_revision()
+    try:
+        import torch
+    except ImportError:  # a user's program may not use torch
+        torch = None
+    env["torch"] = torch.__version__ if torch else None
+    env["cuda"] = torch.version.cuda if torch else None
     try:
         import triton
 
         env["triton"] = triton.__version__
     except ImportError:
         env["triton"] = None
-    if device.startswith("cuda"):
+    if device.startswith("cuda") and torch is not None:
         props = torch.cuda.get_device_properties(torch.device(device))
         env["gpu"] = props.name
         env["gpu_memory_gib"] = round(props.total_memory / 2**30, 1)

@@ -9,15 +9,26 @@ which the trace importer reads.
 from __future__ import annotations
 
 import json
-import os
+import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from ..errors import WorkbenchError
+from .program import child_env
 
 PROFILE_FLAGS = ["-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=none"]
+# The capture window: cudaProfilerStart/Stop, the first one only (see capturing/window.py).
+WINDOW_FLAGS = ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+# Without it nsys records a replayed graph as one item; per node keeps every kernel, and the
+# export's node-creation events tie each one back to the ranges open when it was captured.
+GRAPH_FLAGS = ["--cuda-graph-trace=node"]
+
+# nsys's own progress lines on the program's stdout, kept in the log instead of shown.
+_NSYS_LINE = re.compile(r"^(Collecting data\.\.\.|Generating '.*'|Generated:|\s+\S+\.(nsys-rep|qdstrm)|"
+                        r"\[\d+/\d+\] \[|Capture range (started|ended)|Processing events\.\.\.)")
 
 
 def find_nsys() -> str:
@@ -43,20 +54,44 @@ def _export(nsys: str, rep: Path, workdir: Path) -> Path:
     return sqlite
 
 
+def _relay(stream, log, out) -> None:
+    for line in stream:
+        log.write(line)
+        if not _NSYS_LINE.match(line):
+            out.write(line)
+            out.flush()
+
+
+def profile_command(command: list[str], workdir: Path, windows: bool, env: dict) -> tuple[Path | None, int, list[str]]:
+    """Run ``command`` under ``nsys profile``: the report (None when nsys wrote none), the
+    exit status, and the nsys command line. The program's output is passed through."""
+    nsys = find_nsys()
+    rep = workdir / "capture.nsys-rep"
+    cmd = [nsys, "profile", *PROFILE_FLAGS, *(WINDOW_FLAGS if windows else []), *GRAPH_FLAGS,
+           "--force-overwrite=true", "-o", str(rep), "--", *command]
+    with open(workdir / "profile.log", "w") as log:
+        child = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=None, text=True, errors="replace")
+        relay = threading.Thread(target=_relay, args=(child.stdout, log, sys.stdout), daemon=True)
+        relay.start()
+        code = child.wait()
+        relay.join()
+    return (rep if rep.exists() else None), code, cmd
+
+
+def export(rep: Path, workdir: Path) -> Path:
+    """The report exported to SQLite, which the trace importer reads."""
+    return _export(find_nsys(), rep, workdir)
+
+
 def capture(spec: dict, workdir: Path) -> tuple[Path, dict, list[str]]:
     nsys = find_nsys()
     spec_path, result_path, rep = workdir / "spec.json", workdir / "result.json", workdir / "capture.nsys-rep"
     spec_path.write_text(json.dumps(spec))
-    cmd = [nsys, "profile", *PROFILE_FLAGS, "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
-           "--force-overwrite=true", "-o", str(rep)]
+    cmd = [nsys, "profile", *PROFILE_FLAGS, *WINDOW_FLAGS, "--force-overwrite=true", "-o", str(rep)]
     if spec["engine"] == "cudagraph":
-        # Without it nsys records a replayed graph as one item; per-node keeps every kernel.
-        cmd.append("--cuda-graph-trace=node")
+        cmd += GRAPH_FLAGS
     cmd += [sys.executable, "-m", "workbench.capturing.session", str(spec_path), str(result_path)]
-    env = dict(os.environ)
-    package_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=None, text=True)
+    done = subprocess.run(cmd, env=child_env(), stdout=subprocess.PIPE, stderr=None, text=True)
     (workdir / "profile.log").write_text(done.stdout)
     result = json.loads(result_path.read_text()) if result_path.exists() else None
     if result and "error" in result:

@@ -46,9 +46,9 @@ def _dotted(name: str) -> bool:
     return bool(name) and all(part.isidentifier() for part in name.split("."))
 
 
-def load(ref: str):
-    """The workload ``ref`` (``"pkg.mod:attr"``) names: imported, looked up, made by its factory."""
-    where = f"workload {ref}"
+def find(ref: str, where: str):
+    """The object a ``"pkg.mod:attr"`` reference names: the module imported, the (dotted)
+    attribute looked up; each failure one line about ``where``."""
     module_name, sep, attr = ref.partition(":")
     if not (sep and _dotted(module_name) and _dotted(attr)):
         raise WorkbenchError(where, "bad reference: expected module:attribute with dotted names "
@@ -67,6 +67,13 @@ def load(ref: str):
         except AttributeError:
             owner = f"module {module_name}" if i == 0 else f"{module_name}:{'.'.join(parts[:i])}"
             raise WorkbenchError(where, f"{owner} has no attribute {part}") from None
+    return found
+
+
+def load(ref: str):
+    """The workload ``ref`` (``"pkg.mod:attr"``) names: imported, looked up, made by its factory."""
+    where = f"workload {ref}"
+    found = find(ref, where)
     # A class always counts as a factory: its `create` is an unbound function, so the class
     # itself would look like a workload and then take `variant` for `self`.
     if not isinstance(found, type):

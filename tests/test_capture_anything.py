@@ -1,0 +1,175 @@
+"""Capturing the user's own program, block and callable on the CPU (torch backend), and the
+one-line failures: a user program written for these tests (tests/user_programs/mlp_steps.py),
+run as a real child process through the real CLI."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import workbench as wb
+from workbench.errors import WorkbenchError
+
+REPO = Path(__file__).resolve().parents[1]
+PROGRAM = REPO / "tests" / "user_programs" / "mlp_steps.py"
+
+
+def _cli(*args, root, cwd=None, env=None):
+    """``workbench --root ROOT ARGS`` in a child process: (exit status, stdout, stderr)."""
+    full = dict(os.environ, PYTHONPATH=str(REPO), **(env or {}))
+    done = subprocess.run([sys.executable, "-m", "workbench", "--root", str(root), *args], capture_output=True,
+                          text=True, cwd=cwd or REPO, env=full, timeout=600)
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return tmp_path_factory.mktemp("traces")
+
+
+@pytest.fixture(scope="module")
+def whole(root):
+    code, out, err = _cli("capture", "--backend", "torch", "--name", "whole", "--", sys.executable, str(PROGRAM),
+                          root=root)
+    assert code == 0, err
+    return wb.open_trace(root / "whole"), out, err
+
+
+def test_whole_run_capture_of_a_user_script(whole, root):
+    trace, out, err = whole
+    assert "checksum" in out  # the program's own output reaches the user
+    assert "Traceback" not in err and "USDT" not in err
+    cap = trace.meta["capture"]
+    assert cap["kind"] == "command" and cap["backend"] == "torch" and cap["exit_status"] == 0
+    assert cap["command"] == [sys.executable, str(PROGRAM)] and cap["cwd"] == str(REPO)
+    assert cap["windows"] == {"mode": "whole", "opened": 1, "recorded": None}
+    assert trace.meta["env"]["torch"] == torch.__version__ and trace.meta["env"]["git"]["revision"]
+    assert trace.meta["timing"]["wall_ms"]["n"] == 1 and trace.meta["timing"]["wall_ms"]["median"] > 0
+    layers = wb.summary(trace, by="layer")
+    # Each layer runs once in the warm-up outside the window and once in each of 2 steps
+    # inside it, as 3 top-level ops (linear, tanh, add).
+    per_layer = layers[layers["layer"] >= 0].groupby("layer")["kernels"].sum().to_dict()
+    assert per_layer == {0: 3 * 3, 1: 3 * 3, 2: 3 * 3}
+
+
+def test_windows_record_only_the_window(root):
+    code, out, err = _cli("capture", "--windows", "--name", "win", "--quiet", "--", sys.executable, str(PROGRAM),
+                          "--steps", "3", root=root)
+    assert code == 0, err
+    trace = wb.open_trace(root / "win")
+    assert trace.meta["capture"]["windows"] == {"mode": "windows", "opened": 1, "recorded": 1}
+    paths = set(wb.summary(trace, by="path")["path"].astype(str))
+    assert paths == {f"decode/step_{s}/layer_{i:02d}" for s in range(3) for i in range(3)}
+    assert wb.summary(trace, by="layer")["kernels"].sum() == 3 * 3 * 3
+    assert err == ""  # --quiet: no progress lines, and the profiler's own chatter is held back
+
+
+def test_python_program_forms(root, tmp_path):
+    """`-m module` and a console script (a #! file on PATH) run the same program."""
+    (tmp_path / "usermod.py").write_text(PROGRAM.read_text())
+    code, _, err = _cli("capture", "--name", "as-module", "--quiet", "--", sys.executable, "-m", "usermod", root=root,
+                        cwd=tmp_path)
+    assert code == 0, err
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / "my-model"
+    script.write_text(f"#!{sys.executable}\n" + PROGRAM.read_text())
+    script.chmod(0o755)
+    env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    code, _, err = _cli("capture", "--name", "as-script", "--quiet", "--", "my-model", "--steps", "1", root=root,
+                        env=env)
+    assert code == 0, err
+    a, b = wb.open_trace(root / "as-module"), wb.open_trace(root / "as-script")
+    assert a.meta["capture"]["command"][1:] == ["-m", "usermod"]
+    assert wb.summary(a, by="layer")["kernels"].sum() > wb.summary(b, by="layer")["kernels"].sum() > 0
+
+
+def test_record_block_and_profile_call_diff_and_report(root, tmp_path):
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(16, 16)
+    x = torch.randn(4, 16)
+    with wb.record("block", root=root, progress=False) as rec:
+        for _ in range(2):
+            with wb.step():
+                lin(x)
+    assert rec.trace.meta["capture"]["kind"] == "record" and rec.wall_s > 0
+    assert len(wb.launches_per_step(rec.trace)) == 2
+
+    def plain(h):
+        with wb.annotate("layer_00"):
+            return torch.relu(lin(h))
+
+    def scaled(h):
+        with wb.annotate("layer_00"):
+            return torch.relu(lin(h)) * 1.0
+
+    a = wb.profile_call(plain, x, name="call-a", root=root, repeats=3, steps=2, progress=False)
+    b = wb.profile_call(scaled, x, name="call-b", root=root, repeats=3, steps=2, progress=False)
+    t = a.meta["timing"]
+    assert t["timer"] == "host" and t["call_ms"]["n"] == 3 and t["steps"] == 2
+    assert a.meta["outputs"]["items"][0]["shape"] == [4, 16]
+    assert wb.outputs_equal(a, b)["equal"]
+    assert list(wb.launches_per_step(a)["kernels"]) == [int(k) for k in wb.launches_per_step(a)["kernels"]]
+    d = wb.diff(a, b)
+    added = d.alignments["layer_00"].describe()
+    assert "aten::mul" in added
+    md = tmp_path / "r.md"
+    wb.report(a, b, md=md)
+    text = md.read_text()
+    assert "wb.profile_call(" in text and "call" in text
+
+
+def test_failures_are_one_line_and_store_nothing(root):
+    before = set(os.listdir(root))
+    cases = [
+        (["--", "no-such-command-xyz"], 2, "no-such-command-xyz: command not found"),
+        (["--", sys.executable, str(PROGRAM), "--exit", "3"], 1, "exited with 3"),
+        (["--windows", "--", sys.executable, str(PROGRAM), "--leave-window-open"], 2, "opened and never closed"),
+        (["--", sys.executable, "missing_script.py"], 2, "missing_script.py: no such file"),
+        (["--", "ls", "-l"], 2, "use --backend nsys"),
+        (["nosuchpkg.mod:WORKLOAD"], 2, "nosuchpkg"),
+    ]
+    for args, status, message in cases:
+        code, _, err = _cli("capture", "--quiet", *args, root=root)
+        lines = [ln for ln in err.splitlines() if ln.startswith("workbench:")]
+        assert code == status, (args, err)
+        assert len(lines) == 1 and message in lines[0], (args, err)
+        assert "Traceback" not in err, (args, err)
+    assert set(os.listdir(root)) == before
+
+
+def test_record_refuses_nsys_and_keeps_the_users_exception(root):
+    with pytest.raises(WorkbenchError, match="profile_call"):
+        wb.record("x", backend="nsys", root=root)
+    with pytest.raises(ZeroDivisionError):
+        with wb.record("raises", root=root, progress=False):
+            1 / 0
+    assert not (root / "raises").exists()
+
+
+def test_window_is_a_plain_range_when_nothing_records():
+    from workbench.capturing import window
+
+    before = window.state()
+
+    @wb.window
+    def f():
+        return 1
+
+    assert f() == 1
+    with wb.window("w"):
+        with wb.step() as _:
+            pass
+    after = window.state()
+    assert after["opened"] == before["opened"] + 2 and after["recorded"] == before["recorded"]
+    assert after["unclosed"] == []
+
+
+def test_manifest_is_json(whole):
+    trace, _, _ = whole
+    json.dumps(trace.meta)

@@ -1,0 +1,142 @@
+"""``workbench capture -- COMMAND``: any command, recorded by nsys or torch.profiler, stored.
+
+* ``nsys`` runs COMMAND under ``nsys profile`` (any program; CUDA + NVTX, graph kernels per
+  node), the whole run or, with ``windows``, the first window (``workbench.window`` or the
+  program's own ``cudaProfilerStart/Stop``).
+* ``torch`` runs a Python program (script, ``-m`` module or console script) through the
+  bootstrap in ``program.py``: torch.profiler over the whole run, or over the first window.
+
+Python programs run through the bootstrap under both backends, so the manifest gets the
+program's own exit status, wall time, windows and environment. Everything is checked before
+the program starts; the trace is built in a temporary directory and stored atomically, so a
+failure (the program's or ours) stores nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..errors import ProgramFailed, WorkbenchError
+from ..vocabulary import CAPTURE_BACKENDS as BACKENDS
+from . import program as programs
+from .progress import Phases
+
+
+def default_name(command: list[str], prog, backend: str) -> str:
+    stem = Path(prog.target).stem if prog else Path(command[0]).name
+    if prog and prog.kind == "module":
+        stem = prog.target.rsplit(".", 1)[-1]
+    return re.sub(r"[^A-Za-z0-9._+=-]", "_", f"{stem}-{backend}").lstrip("._-")[:128] or f"command-{backend}"
+
+
+def _check_command(command: list[str], backend: str):
+    if not command:
+        raise WorkbenchError("capture", "no command given (workbench capture [options] -- COMMAND [ARGS...])")
+    if backend not in BACKENDS:
+        raise WorkbenchError(f"--backend {backend}", f"unknown capture backend (choose from {', '.join(BACKENDS)})")
+    if shutil.which(command[0]) is None:
+        raise WorkbenchError(command[0], "command not found")
+    prog = programs.parse(command)
+    if prog is None and backend == "torch":
+        raise WorkbenchError(shlex.join(command), "the torch backend records Python programs (python script.py, "
+                             "python -m module, or a console script): use --backend nsys for any other command")
+    if prog is not None and prog.kind == "script" and not os.path.isfile(prog.target):
+        raise WorkbenchError(prog.target, "no such file")
+    if backend == "nsys":
+        from .nsys_backend import find_nsys
+
+        find_nsys()
+    return prog
+
+
+def capture_command(command: list[str], *, backend: str = "torch", name: str | None = None,
+                    root: str | Path | None = None, windows: bool = False, keep_raw: bool = False,
+                    overwrite: bool = False, progress: bool = True):
+    """Run ``command`` recorded by ``backend`` and store the trace; returns the ``Trace``.
+
+    A program that exits non-zero raises :class:`ProgramFailed` (nothing stored); so does a
+    ``windows`` run that opened no window or left one open.
+    """
+    from .store_capture import store_new, target_free
+
+    command = [str(c) for c in command]
+    prog = _check_command(command, backend)
+    name = name or default_name(command, prog, backend)
+    target_free(name, root, overwrite)
+    line = shlex.join(command)
+    with tempfile.TemporaryDirectory(prefix="workbench-capture-") as tmp:
+        with Phases(progress).phase("run", line):
+            run = _run(command, prog, backend, windows, Path(tmp))
+        _check_run(run, line, windows)
+        return store_new(run["trace_file"], _manifest(command, line, backend, windows, run), name, root=root,
+                         overwrite=overwrite, keep_raw=keep_raw, progress=progress)
+
+
+def _run(command: list[str], prog, backend: str, windows: bool, workdir: Path) -> dict:
+    result_path, kineto = workdir / "result.json", workdir / "kineto.json"
+    if prog is not None:
+        mode = "windows" if windows else "whole"
+        inner = programs.bootstrap_command(prog, result_path, "torch" if backend == "torch" else "none", mode, kineto)
+    else:
+        inner = command
+    started = time.perf_counter()
+    if backend == "nsys":
+        from .nsys_backend import profile_command
+
+        env = programs.child_env({"WORKBENCH_CAPTURE_WINDOWS": "nsys"} if windows else None)
+        rep, code, tool = profile_command(inner, workdir, windows, env)
+        trace_file = rep
+    else:
+        code, tool, trace_file = subprocess.run(inner, env=programs.child_env()).returncode, None, kineto
+    wall = time.perf_counter() - started
+    result = json.loads(result_path.read_text()) if result_path.exists() else {}
+    if "error" in result:
+        raise WorkbenchError(command[0], result["error"])
+    return {"exit_status": result.get("exit_status", code), "wall_s": result.get("wall_s", wall),
+            "windows": result.get("windows"), "device": result.get("device", "cuda" if backend == "nsys" else "cpu"),
+            "env": result.get("env"), "tool_command": tool, "trace_file": trace_file, "bootstrap": prog is not None}
+
+
+def _check_run(run: dict, line: str, windows: bool) -> None:
+    if run["exit_status"] != 0:
+        raise ProgramFailed("capture", f"{line} exited with {run['exit_status']} (nothing stored)")
+    w = run["windows"]
+    if w and w["unclosed"]:
+        raise WorkbenchError("capture", f"{line}: window {w['unclosed'][0]!r} was opened and never closed "
+                             "(nothing stored)")
+    recorded = run["trace_file"] is not None and Path(run["trace_file"]).exists()
+    if windows and w is not None and w["opened"] == 0 and not recorded:
+        raise WorkbenchError("capture", f"{line} opened no window (call workbench.window() or "
+                             "cudaProfilerStart/Stop, or capture without --windows)")
+    if not recorded:
+        why = " (the program never called cudaProfilerStart)" if windows else ""
+        raise WorkbenchError("capture", f"{line}: nothing was recorded{why}")
+
+
+def _manifest(command: list[str], line: str, backend: str, windows: bool, run: dict) -> dict:
+    w = run["windows"] or {"opened": None, "recorded": None}
+    return {
+        "capture": {"kind": "command", "backend": backend, "device": run["device"], "command": command,
+                    "command_line": line, "cwd": os.getcwd(), "tool_command": run["tool_command"],
+                    "exit_status": run["exit_status"], "wall_s": round(run["wall_s"], 6),
+                    "windows": {"mode": "windows" if windows else "whole", "opened": w["opened"],
+                                "recorded": w["recorded"] if windows else None},
+                    "process_argv": list(sys.orig_argv)},
+        "env": run["env"],
+        "timing": {"timer": "host", "wall_ms": _one(run["wall_s"] * 1e3)},
+    }
+
+
+def _one(ms: float) -> dict:
+    from ..run import stats
+
+    return stats([ms])

@@ -1,0 +1,176 @@
+"""A Python program as a command line names it, and the bootstrap that runs one recorded.
+
+Forms :func:`parse` knows: ``python [options] script.py ARGS``, ``python [options] -m module
+ARGS`` (``python`` is any interpreter: ``python3``, ``python3.12``, a path to one) and a console
+script of an environment (a file on PATH whose ``#!`` line runs Python, including pip's
+``#!/bin/sh`` + ``exec`` form for long interpreter paths).
+
+The bootstrap (``python -m workbench.capturing.program RESULT BACKEND MODE TRACE -- KIND TARGET
+ARGS``) is run by that same interpreter with the same options. It runs the program in its own
+process as Python would (``sys.argv``, ``sys.path[0]``, ``__main__``), records it (``torch``:
+torch.profiler, the whole run or the first window; ``none``: nsys records from outside), and
+writes RESULT: exit status, wall time, windows, the environment. The program's own output
+goes where it would have gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# Interpreter options that take a value (``-X dev``, ``-W error``); the rest are single flags.
+_VALUED = ("-X", "-W", "--check-hash-based-pycs")
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
+
+
+@dataclass(frozen=True)
+class Program:
+    interpreter: str
+    options: tuple[str, ...]
+    kind: str  # "script" or "module"
+    target: str
+    args: tuple[str, ...]
+
+
+def _shebang_interpreter(path: str) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1024).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    if not head or not head[0].startswith("#!"):
+        return None
+    words = head[0][2:].split()
+    if words and _PYTHON.search(Path(words[-1] if words[0].endswith("/env") else words[0]).name):
+        return shutil.which(words[-1]) if words[0].endswith("/env") else words[0]
+    # pip's form when the interpreter path is too long for a #! line.
+    m = re.match(r"""'''exec' "?([^" ]+)"? "\$0" "\$@"$""", head[1] if len(head) > 1 else "")
+    if m and _PYTHON.search(Path(m.group(1)).name):
+        return m.group(1)
+    return None
+
+
+def parse(argv: list[str]) -> Program | None:
+    """The Python program ``argv`` runs, or None when it runs something else."""
+    if not argv:
+        return None
+    exe = shutil.which(argv[0]) or argv[0]
+    if _PYTHON.search(Path(argv[0]).name):
+        options, rest = [], list(argv[1:])
+        while rest and rest[0].startswith("-") and rest[0] not in ("-m", "-c", "-"):
+            options.append(rest.pop(0))
+            if options[-1] in _VALUED and rest:
+                options.append(rest.pop(0))
+        if rest[:1] == ["-m"] and len(rest) > 1:
+            return Program(exe, tuple(options), "module", rest[1], tuple(rest[2:]))
+        if rest and not rest[0].startswith("-"):
+            return Program(exe, tuple(options), "script", rest[0], tuple(rest[1:]))
+        return None  # -c, stdin, or a bare interpreter: no program to run recorded
+    interpreter = _shebang_interpreter(exe) if os.path.isfile(exe) else None
+    if interpreter:
+        return Program(interpreter, (), "script", exe, tuple(argv[1:]))
+    return None
+
+
+def child_env(extra: dict | None = None) -> dict:
+    """This environment, plus the workbench importable in the child (appended to PYTHONPATH,
+    so the program's own modules win any name clash) and ``extra``."""
+    env = dict(os.environ)
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), package_root) if p)
+    env.update(extra or {})
+    return env
+
+
+def bootstrap_command(program: Program, result: Path, backend: str, mode: str, trace: Path) -> list[str]:
+    return [program.interpreter, *program.options, "-m", "workbench.capturing.program", str(result), backend,
+            mode, str(trace), "--", program.kind, program.target, *program.args]
+
+
+def _patch_profiler_api() -> None:
+    """``torch.cuda.profiler.start/stop`` (and its ``profile()`` block) become a window, so a
+    program written for nsys's ``cudaProfilerApi`` range is windowed the same way here."""
+    import torch.cuda.profiler as api
+
+    from .window import _close, _open
+
+    api.start = lambda: _open("cudaProfilerApi")
+    api.stop = lambda: _close("cudaProfilerApi")
+
+
+def _run(kind: str, target: str, args: list[str]) -> tuple[int, dict]:
+    """Run the program as Python would; its exit status, and the windows as it left them
+    (read while its objects live: a window object it still holds open is released, and
+    closed, with its namespace)."""
+    import runpy
+
+    from .window import state
+
+    sys.argv = [target, *args]  # run_module puts the module's file in sys.argv[0]
+    if kind == "script":
+        sys.path[0] = os.path.dirname(os.path.abspath(target))  # what `python script.py` puts first
+    try:
+        if kind == "script":
+            namespace = runpy.run_path(target, run_name="__main__")
+        else:
+            namespace = runpy.run_module(target, run_name="__main__", alter_sys=True)
+    except SystemExit as e:
+        code = e.code
+        if not (code is None or isinstance(code, int)):
+            print(code, file=sys.stderr)  # sys.exit("message"), as Python itself prints it
+            code = 1
+        return code or 0, state()
+    except BaseException:  # the program's own crash: its traceback, as Python prints it
+        import traceback
+
+        traceback.print_exc()
+        return 1, state()
+    windows = state()
+    del namespace
+    return 0, windows
+
+
+def _main(argv: list[str]) -> int:
+    result_path, backend, mode, trace, sep, kind, target, *args = argv
+    from . import window
+    from .env import environment
+
+    recorder = None
+    if backend == "torch":
+        try:
+            import torch  # noqa: F401
+        except ImportError as e:
+            with open(result_path, "w") as fh:
+                json.dump({"error": f"the torch backend needs torch in this interpreter, {sys.executable} ({e})"}, fh)
+            return 2
+        from .torch_backend import TorchRecorder
+
+        recorder = TorchRecorder(Path(trace))
+        if mode == "windows":
+            window.set_recorder(recorder)
+            _patch_profiler_api()
+        else:
+            recorder.start()
+    started = time.perf_counter()
+    try:
+        code, windows = _run(kind, target, args)
+    finally:
+        wall = time.perf_counter() - started
+        if recorder is not None:
+            recorder.stop()  # a window left open still ends the profiler cleanly
+    torch = sys.modules.get("torch")
+    device = "cuda" if torch is not None and torch.cuda.is_initialized() else "cpu"
+    with open(result_path, "w") as fh:
+        json.dump({"exit_status": code, "wall_s": wall, "windows": windows, "device": device,
+                   "env": environment(device, None, cwd=os.getcwd())}, fh)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -1,0 +1,47 @@
+"""The last steps every capture shares: the raw capture exported, imported, given its
+manifest and stored atomically (the raw file kept beside the tables on request)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import WorkbenchError
+from .progress import Phases
+
+
+def target_free(name: str, root, overwrite: bool) -> None:
+    """Refuse, before any work, a bad name or one already stored."""
+    from ..trace import default_root
+    from ..trace.store import check_name
+
+    check_name(name)
+    target = Path(root) if root is not None else default_root()
+    if (target / name).exists() and not overwrite:
+        raise WorkbenchError(target / name, "a trace with this name exists (choose another name, or overwrite)")
+
+
+def store_new(raw: Path, meta: dict, name: str, *, root=None, overwrite: bool = False, keep_raw: bool = False,
+              progress: bool = True):
+    """Import ``raw`` (an ``.nsys-rep`` is exported to SQLite first), add ``meta`` (an ``env``
+    of None is filled in from this process) and store it as ``name``; returns the ``Trace``."""
+    from ..trace import import_file, save
+    from .env import environment, nsys_version
+
+    phases = Phases(progress)
+    source = Path(raw)
+    if source.suffix == ".nsys-rep":
+        from .nsys_backend import export
+
+        with phases.phase("export"):
+            source = export(source, source.parent)
+    with phases.phase("import"):
+        trace = import_file(source)
+    if meta.get("env") is None:
+        meta["env"] = environment(meta["capture"]["device"], None, cwd=os.getcwd())
+    if meta["capture"]["backend"] == "nsys":
+        meta["env"]["nsys"] = nsys_version()
+    trace.meta.update(meta)
+    with phases.phase("store"):
+        save(trace, name, root=root, overwrite=overwrite, raw=[raw] if keep_raw else None)
+    return trace
