@@ -61,9 +61,10 @@ def cmd_import(args) -> int:
 
     trace = import_file(args.src, import_options(args))
     name = args.name or _default_name(args.src)
-    path = save(trace, name, args.root, overwrite=args.force)
+    path = save(trace, name, args.root, overwrite=args.force, raw=[args.src] if args.keep_raw else None)
     counts = ", ".join(f"{v} {k}" for k, v in trace.meta["counts"].items())
-    print(f"stored {path} ({counts})")
+    kept = ", raw capture kept" if args.keep_raw else ""
+    print(f"stored {path} ({counts}{kept})")
     return 0
 
 
@@ -123,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("src")
     s.add_argument("--name", help="stored trace name (default: from the file name)")
     s.add_argument("--force", action="store_true", help="replace a stored trace of the same name")
+    s.add_argument("--keep-raw", action="store_true",
+                   help="also keep SRC itself in the trace directory, under raw/ (gzipped)")
     s.set_defaults(func=cmd_import)
 
     s = sub.add_parser("summary", help="kernel counts and GPU time per range, layer, kernel, path or step")
@@ -142,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("list", help="list stored traces")
     s.set_defaults(func=cmd_list)
 
-    for module in ("capturing.cli", "diff_cli", "reporting.cli", "demo"):
+    for module in ("capturing.cli", "diff_cli", "reporting.cli", "demo", "export_cli"):
         _optional(sub, module)
     return p
 

@@ -52,7 +52,10 @@ def is_trace_dir(path: Path) -> bool:
 
 
 def content_hash(path: Path) -> str:
-    """SHA-256 over the table files of a stored trace, in table order: its identity."""
+    """SHA-256 over the table files of a stored trace, in table order: its identity.
+
+    Only the tables: a raw capture kept under ``raw/`` is not part of it, so a trace imported
+    with ``--keep-raw`` and without it has the same hash (reports list traces by it)."""
     h = hashlib.sha256()
     for t in TABLES:
         f = path / f"{t}.parquet"

@@ -15,6 +15,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from ...errors import WorkbenchError
 from ..options import DEFAULT, ImportOptions
 from ..schema import SCHEMA, TABLES, Trace
 from .layout import FORMAT_VERSION, MANIFEST, check_name, content_hash, default_root
+from .raw import check_raw, store_raw
 
 
 # Hidden directories of a save: the trace being written, and the old one moved aside to be
@@ -41,10 +43,15 @@ def _json_default(o: Any):
 
 
 def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, overwrite: bool = False,
-         options: ImportOptions = DEFAULT) -> Path:
+         options: ImportOptions = DEFAULT, raw: Sequence[str | os.PathLike] | None = None) -> Path:
     """Store ``trace`` as ``<root>/<name>/`` atomically and return that directory (the tables
-    written by ``options``' threads)."""
+    written by ``options``' threads).
+
+    ``raw``: the original capture's files, kept under ``raw/`` in the same atomic step (see
+    ``store.raw``); without it a trace is stored without them, even one loaded with some.
+    """
     check_name(name)
+    raw = check_raw(raw) if raw is not None else []
     root = Path(root) if root is not None else default_root()
     final = root / name
     try:
@@ -62,6 +69,10 @@ def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, over
             for done in [pool.submit(_write_table, trace.tables[t][list(SCHEMA[t])], tmp / f"{t}.parquet") for t in TABLES]:
                 done.result()
         meta = dict(trace.meta)
+        # A loaded trace's manifest may list raw files that this directory will not hold.
+        meta.pop("raw", None)
+        if raw:
+            meta["raw"] = store_raw(raw, tmp)
         meta["name"] = name
         meta["format_version"] = FORMAT_VERSION
         meta["counts"] = {t: int(len(trace.tables[t])) for t in TABLES}
