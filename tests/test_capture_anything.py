@@ -17,6 +17,7 @@ from workbench.errors import WorkbenchError
 
 REPO = Path(__file__).resolve().parents[1]
 PROGRAM = REPO / "tests" / "user_programs" / "mlp_steps.py"
+CPU = ["--device", "cpu"]  # the counts below are of CPU ops, on any machine
 
 
 def _cli(*args, root, cwd=None, env=None):
@@ -35,7 +36,7 @@ def root(tmp_path_factory):
 @pytest.fixture(scope="module")
 def whole(root):
     code, out, err = _cli("capture", "--backend", "torch", "--name", "whole", "--", sys.executable, str(PROGRAM),
-                          root=root)
+                          *CPU, root=root)
     assert code == 0, err
     return wb.open_trace(root / "whole"), out, err
 
@@ -46,7 +47,7 @@ def test_whole_run_capture_of_a_user_script(whole, root):
     assert "Traceback" not in err and "USDT" not in err
     cap = trace.meta["capture"]
     assert cap["kind"] == "command" and cap["backend"] == "torch" and cap["exit_status"] == 0
-    assert cap["command"] == [sys.executable, str(PROGRAM)] and cap["cwd"] == str(REPO)
+    assert cap["command"] == [sys.executable, str(PROGRAM), *CPU] and cap["cwd"] == str(REPO)
     assert cap["windows"] == {"mode": "whole", "opened": 1, "recorded": None}
     assert trace.meta["env"]["torch"] == torch.__version__ and trace.meta["env"]["git"]["revision"]
     assert trace.meta["timing"]["wall_ms"]["n"] == 1 and trace.meta["timing"]["wall_ms"]["median"] > 0
@@ -59,7 +60,7 @@ def test_whole_run_capture_of_a_user_script(whole, root):
 
 def test_windows_record_only_the_window(root):
     code, out, err = _cli("capture", "--windows", "--name", "win", "--quiet", "--", sys.executable, str(PROGRAM),
-                          "--steps", "3", root=root)
+                          "--steps", "3", *CPU, root=root)
     assert code == 0, err
     trace = wb.open_trace(root / "win")
     assert trace.meta["capture"]["windows"] == {"mode": "windows", "opened": 1, "recorded": 1}
@@ -72,7 +73,7 @@ def test_windows_record_only_the_window(root):
 def test_python_program_forms(root, tmp_path):
     """`-m module` and a console script (a #! file on PATH) run the same program."""
     (tmp_path / "usermod.py").write_text(PROGRAM.read_text())
-    code, _, err = _cli("capture", "--name", "as-module", "--quiet", "--", sys.executable, "-m", "usermod", root=root,
+    code, _, err = _cli("capture", "--name", "as-module", "--quiet", "--", sys.executable, "-m", "usermod", *CPU, root=root,
                         cwd=tmp_path)
     assert code == 0, err
     bindir = tmp_path / "bin"
@@ -81,11 +82,11 @@ def test_python_program_forms(root, tmp_path):
     script.write_text(f"#!{sys.executable}\n" + PROGRAM.read_text())
     script.chmod(0o755)
     env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
-    code, _, err = _cli("capture", "--name", "as-script", "--quiet", "--", "my-model", "--steps", "1", root=root,
+    code, _, err = _cli("capture", "--name", "as-script", "--quiet", "--", "my-model", "--steps", "1", *CPU, root=root,
                         env=env)
     assert code == 0, err
     a, b = wb.open_trace(root / "as-module"), wb.open_trace(root / "as-script")
-    assert a.meta["capture"]["command"][1:] == ["-m", "usermod"]
+    assert a.meta["capture"]["command"][1:] == ["-m", "usermod", *CPU]
     assert wb.summary(a, by="layer")["kernels"].sum() > wb.summary(b, by="layer")["kernels"].sum() > 0
 
 

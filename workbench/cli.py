@@ -178,14 +178,22 @@ def main(argv: list[str] | None = None) -> int:
     from .errors import WorkbenchError
 
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `capture ... -- COMMAND ARGS`: everything after the first `--` is the user's command,
+    # options included, so it is split off before argparse sees it.
+    tail = None
+    if "--" in argv and "capture" in argv[:argv.index("--")]:
+        argv, tail = argv[:argv.index("--")], argv[argv.index("--") + 1:]
     args = parser.parse_args(argv)
+    if tail is not None:
+        args.command_argv = tail
     try:
         return int(args.func(args) or 0)
     except WorkbenchError as e:
         from .textsafe import one_line
 
         print(f"workbench: {one_line(str(e), 2000)}", file=sys.stderr)
-        return 2
+        return e.exit_code
     except MemoryError:
         from .textsafe import one_line
 

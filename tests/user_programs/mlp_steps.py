@@ -1,7 +1,7 @@
 """A user's own program, written for the capture tests: a tiny residual MLP stack run for a
 few "decode" steps. It knows the workbench only through its public window/step/annotate API.
 
-    python mlp_steps.py [--steps N] [--extra-op] [--exit CODE] [--leave-window-open]
+    python mlp_steps.py [--steps N] [--device D] [--extra-op] [--exit CODE] [--leave-window-open]
 """
 
 import argparse
@@ -13,14 +13,15 @@ import workbench as wb
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=2)
+parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
 parser.add_argument("--extra-op", action="store_true", help="one more op in layer 1 (a 'variant')")
 parser.add_argument("--exit", type=int, default=0)
 parser.add_argument("--leave-window-open", action="store_true")
 opts = parser.parse_args()
 
 torch.manual_seed(0)
-layers = [torch.nn.Linear(24, 24) for _ in range(3)]
-x = torch.randn(2, 24)
+layers = [torch.nn.Linear(24, 24).to(opts.device) for _ in range(3)]
+x = torch.randn(2, 24, device=opts.device)
 
 
 def layer(i, h):

@@ -55,11 +55,17 @@ def _export(nsys: str, rep: Path, workdir: Path) -> Path:
 
 
 def _relay(stream, log, out) -> None:
+    blank = []  # blank lines, shown only when the program's own output follows them
     for line in stream:
         log.write(line)
-        if not _NSYS_LINE.match(line):
-            out.write(line)
+        if not line.strip():
+            blank.append(line)
+        elif _NSYS_LINE.match(line):
+            blank.clear()
+        else:
+            out.write("".join(blank) + line)
             out.flush()
+            blank.clear()
 
 
 def profile_command(command: list[str], workdir: Path, windows: bool, env: dict) -> tuple[Path | None, int, list[str]]:

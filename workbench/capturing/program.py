@@ -8,7 +8,9 @@ script of an environment (a file on PATH whose ``#!`` line runs Python, includin
 The bootstrap (``python -m workbench.capturing.program RESULT BACKEND MODE TRACE -- KIND TARGET
 ARGS``) is run by that same interpreter with the same options. It runs the program in its own
 process as Python would (``sys.argv``, ``sys.path[0]``, ``__main__``), records it (``torch``:
-torch.profiler, the whole run or the first window; ``none``: nsys records from outside), and
+torch.profiler, the whole run or the first window, with the program's ``torch.cuda.nvtx``
+ranges and ``cudaProfilerStart/Stop`` calls seen as they are under nsys; ``none``: nsys
+records from outside), and
 writes RESULT: exit status, wall time, windows, the environment. The program's own output
 goes where it would have gone.
 """
@@ -104,6 +106,32 @@ def _patch_profiler_api() -> None:
     api.stop = lambda: _close("cudaProfilerApi")
 
 
+def _mirror_nvtx() -> None:
+    """Ranges the program opens with ``torch.cuda.nvtx`` (written for nsys) also open a
+    ``record_function``, so torch.profiler sees the same range tree nsys would."""
+    import threading
+
+    import torch.cuda.nvtx as nvtx
+    from torch.profiler import record_function
+
+    opened = threading.local()  # NVTX's push/pop stack is per thread; so is this one
+    push, pop = nvtx.range_push, nvtx.range_pop
+
+    def range_push(msg):
+        rf = record_function(msg)
+        rf.__enter__()
+        opened.__dict__.setdefault("stack", []).append(rf)
+        return push(msg)
+
+    def range_pop():
+        stack = opened.__dict__.get("stack")
+        if stack:
+            stack.pop().__exit__(None, None, None)
+        return pop()
+
+    nvtx.range_push, nvtx.range_pop = range_push, range_pop
+
+
 def _run(kind: str, target: str, args: list[str]) -> tuple[int, dict]:
     """Run the program as Python would; its exit status, and the windows as it left them
     (read while its objects live: a window object it still holds open is released, and
@@ -152,6 +180,7 @@ def _main(argv: list[str]) -> int:
         from .torch_backend import TorchRecorder
 
         recorder = TorchRecorder(Path(trace))
+        _mirror_nvtx()
         if mode == "windows":
             window.set_recorder(recorder)
             _patch_profiler_api()

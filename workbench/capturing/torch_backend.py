@@ -59,7 +59,9 @@ class TorchRecorder:
         if self.cuda is None:
             self.cuda = torch.cuda.is_available()
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
-        self._prof = profile(activities=activities)
+        # One start/stop cycle per recorder: keeping its events (acc_events) is the same data
+        # without torch's warning that a cycle's events are cleared.
+        self._prof = profile(activities=activities, acc_events=True)
         self._ranges = torch_ranges()
         self._ranges.__enter__()
         with quiet_profiler_stderr():

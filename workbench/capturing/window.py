@@ -99,7 +99,9 @@ def _close(name: str) -> None:
         if stop:
             _state["recording"] = False
             recorder = _state["recorder"]
-    if stop:
+    # A window still open when the interpreter shuts down (a bug the capture reports) is
+    # closed by the garbage collector, when nothing can be stopped any more.
+    if stop and not sys.is_finalizing():
         recorder.stop()
 
 
