@@ -6,14 +6,7 @@
 # .qdstrm (see GPU.md). Everything produced is packed into one $OUT/h200.tar.gz.
 set -u
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/h200-out}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
-mkdir -p /tmp/dw && for d in .debs/*.deb; do dpkg -x "$d" /tmp/dw; done
-export LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export PATH=/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64:$PATH
-export PYTHONUNBUFFERED=1
+source benchmarks/h200_setup.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
 nsys --version
 mkdir -p benchmarks/results

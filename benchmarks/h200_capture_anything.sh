@@ -6,17 +6,10 @@
 # captured with both backends through `workbench capture -- COMMAND`, a callable through
 # `--call` under nsys, the failure paths, and what summary/diff/export print. Every command
 # and its output go to $OUT/commands.log (quoted in README and RESULTS); the traces to
-# $OUT/h200-user.tar.gz. Set-up as benchmarks/h200_campaign.sh (wheels, libdw for nsys).
+# $OUT/h200-user.tar.gz. Set-up: benchmarks/h200_setup.sh (wheels, libdw for nsys).
 set -u
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/h200-out}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
-mkdir -p /tmp/dw && for d in .debs/*.deb; do dpkg -x "$d" /tmp/dw; done
-export LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export PATH=/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64:$PATH
-export PYTHONUNBUFFERED=1
+source benchmarks/h200_setup.sh
 LOG="$OUT/commands.log"
 : > "$LOG"
 wb() {  # run `workbench ARGS`, log the command as a user types it, its output and exit status

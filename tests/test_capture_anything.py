@@ -174,3 +174,33 @@ def test_window_is_a_plain_range_when_nothing_records():
 def test_manifest_is_json(whole):
     trace, _, _ = whole
     json.dumps(trace.meta)
+
+
+def test_the_readme_ways_in_on_the_example_model(root):
+    """README "Your own model": the example program captured as a command, a block and a
+    callable (by object and by module:function reference)."""
+    example = REPO / "examples" / "my_model.py"
+    code, out, err = _cli("capture", "--windows", "--name", "ex-cmd", "--quiet", "--", sys.executable, str(example),
+                          root=root, env={"CUDA_VISIBLE_DEVICES": ""})
+    assert code == 0, err
+    by_layer = wb.summary(wb.open_trace(root / "ex-cmd"), by="layer")
+    assert sorted(by_layer.loc[by_layer["layer"] >= 0, "layer"]) == [0, 1, 2, 3]
+    sys.path.insert(0, str(REPO))
+    try:
+        from examples.my_model import TinyLM, generate
+    finally:
+        sys.path.remove(str(REPO))
+    torch.manual_seed(0)
+    model = TinyLM().eval()
+    prompt = torch.randint(256, (1, 8))
+    with torch.inference_mode(), wb.record("ex-block", root=root, progress=False):
+        generate(model, prompt, 3)
+    assert len(wb.launches_per_step(wb.open_trace(root / "ex-block"))) == 3
+    t = wb.profile_call(model, prompt, name="ex-call", repeats=3, steps=2, root=root, progress=False)
+    assert t.meta["timing"]["call_ms"]["n"] == 3
+    code, _, err = _cli("capture", "--call", "examples.my_model:one_step", "--repeats", "3", "--name", "ex-ref",
+                        "--quiet", root=root, env={"CUDA_VISIBLE_DEVICES": ""})
+    assert code == 0, err
+    ref = wb.open_trace(root / "ex-ref")
+    assert ref.meta["capture"]["target"] == "examples.my_model:one_step"
+    assert wb.outputs_equal(ref, t)["equal"]  # the same model and prompt, called two ways

@@ -39,6 +39,16 @@ def _tolerance(meta: dict, base_logits) -> float | None:
     return TOLERANCE[dtype] * max(1.0, float(abs(base_logits).max()))
 
 
+def _item_facts(a: dict, b: dict) -> list[str]:
+    """Outputs of profiled calls (``workbench.outputs`` encoding), compared item by item."""
+    from ..outputs import compare
+
+    c = compare(a, b)
+    if c["equal"]:
+        return [f"outputs equal ({c['items']} item(s), max abs diff {c['max_abs_diff']:.3g})"]
+    return ["outputs DIFFER: " + "; ".join(c["differences"][:5])]
+
+
 def correctness(inputs: list[Input]) -> tuple[list[list], list[list], list[str]]:
     """Each trace's recorded outputs against the base's: tokens equal, max abs logit diff."""
     lines: list[list] = []
@@ -53,7 +63,7 @@ def correctness(inputs: list[Input]) -> tuple[list[list], list[list], list[str]]
             gaps.append(["correctness of ", Code(other.name), " vs ", Code(base.name),
                          " not checked: no outputs recorded in ", listing(missing)])
             continue
-        facts = []
+        facts = _item_facts(ob, oo) if "items" in ob and "items" in oo else []
         tb, to = ob.get("tokens"), oo.get("tokens")
         if isinstance(tb, list) and isinstance(to, list):
             if tb == to:
