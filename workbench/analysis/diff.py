@@ -3,10 +3,12 @@ range, per layer and per step, and align the kernel sequences inside each matche
 
 Ranges are matched by their path with the step level removed (``step_2/layer_03/kv_write``
 and ``step_0/layer_03/kv_write`` are both ``layer_03/kv_write``), so traces with different
-step counts or numbering compare. Counts are reported per step: ``kernels_a`` of
-``layer_03/kv_write`` is the kernels that range launches in one step of A (the total over
-the captured steps divided by the number of steps); totals are kept as ``kernels_total_a``.
-A trace without step ranges counts as one step.
+step counts or numbering compare. The step level is that of the kernel's step range, at any
+depth (:mod:`.steps`): ``decode/step_2/layer_03/kv_write`` -> ``decode/layer_03/kv_write``; a
+kernel launched directly in its step range has the key ``(step)``, wherever the step is.
+Counts are reported per step: ``kernels_a`` of ``layer_03/kv_write`` is the kernels that range
+launches in one step of A (the total over the captured steps divided by the number of steps);
+totals are kept as ``kernels_total_a``. A trace without step ranges counts as one step.
 """
 
 from __future__ import annotations
@@ -23,8 +25,7 @@ from ..errors import WorkbenchError
 from ..trace.build.attribution import group_sums
 from ..trace.schema import Trace
 from .projection import NO_LAUNCH, NO_RANGE, project
-
-STEP_REGEX = r"^(step|ProfilerStep)"
+from .steps import STEP_REGEX, step_parts, trace_steps
 
 
 @dataclass
@@ -149,46 +150,65 @@ class _Side:
         return int(np.bincount(self.key, minlength=len(self.keys))[np.isin(self.keys, labels)].sum())
 
 
-def _side(trace: Trace, step_rx: re.Pattern, layer_regex: str | None) -> _Side:
-    """Each kernel's range path with the step level removed: ``step_0/layer_03/kv_write`` ->
-    ``layer_03/kv_write``, ``(step)`` for a kernel launched directly in a step. Made once per
-    distinct (path, step) and spread as codes: a million kernels make no strings."""
+def _side(trace: Trace, step_regex: str, layer_regex: str | None) -> _Side:
+    """Each kernel's range path with its step level removed: ``step_0/layer_03/kv_write`` ->
+    ``layer_03/kv_write``, ``decode/step_0/layer_03`` -> ``decode/layer_03``, ``(step)`` for a
+    kernel launched directly in a step. Made once per range that launched kernels (its path
+    and its step are one) and spread as codes: a million kernels make no strings."""
+    import pyarrow as pa
+
     p = project(trace, layer_regex)
-    path, paths = _strings(p["path"].array)
-    step, steps = _strings(p["step"].array)
-    stepped = np.array([bool(step_rx.search(x)) for x in steps[:-1]] + [False])  # "nan" is no step
-    # The step is the path's first level, so one per path (unless a range name holds a "/"):
-    # then the keys are made per path, else per pair.
-    step_of = np.zeros(len(paths), dtype=np.int64)
-    step_of[path] = step
-    if (step_of[path] == step).all():
-        pair = path
-        ids = np.flatnonzero(np.bincount(path, minlength=len(paths)))  # the paths kernels show
-        pair_path, pair_step = ids, step_of[ids]
+    rid = p["range_id"].to_numpy()
+    status = p["status"].array.codes  # 0: in a range; 1, 2: labelled, in no step
+    every = bool((status == 0).all())
+    r = trace.columns("ranges", ["kernels", "path"])
+    # The ranges that kernels show: from the per-range totals where every kernel is in one.
+    shown = r["kernels"].to_numpy() > 0 if every else np.bincount(rid[status == 0], minlength=len(r)) > 0
+    used = np.flatnonzero(shown)
+    # The labels of the kernels in no range that occur, after the ranges' paths.
+    present = [] if every else [c for c in (1, 2) if (status == c).any()]
+    labels = [(NO_RANGE, NO_LAUNCH)[c - 1] for c in present]
+    step_r = trace_steps(trace, step_regex)
+    level = np.r_[step_parts(trace, step_regex)[used], np.zeros(len(labels), np.int64)]  # 1 + the step's part, 0: none
+    shown_paths = pa.array(r["path"], pa.large_string()).take(used)
+    # Joined chunk by chunk: an in-memory column can come as a chunked array, which a list
+    # given to pa.chunked_array would convert row by row.
+    paths = pa.concat_arrays([*getattr(shown_paths, "chunks", [shown_paths]), pa.array(labels, pa.large_string())])
+    codes, keys = step_free(paths, level > 0, level - 1)
+    key_r = np.zeros(len(r), dtype=np.int64)
+    key_r[used] = codes[:len(used)]
+    if every:
+        key = key_r[rid]
     else:
-        pair, pairs = pd.factorize(path * len(steps) + step)
-        ids = np.arange(len(pairs))
-        pair_path, pair_step = pairs // len(steps), pairs % len(steps)
-    codes, keys = step_free(paths[pair_path], stepped[pair_step])
-    key_of = np.zeros(ids[-1] + 1 if len(ids) else 0, dtype=np.int64)
-    key_of[ids] = codes
-    ranged = stepped[step] & (p["status"] == "range").to_numpy()
-    n_steps = int(np.count_nonzero(np.bincount(step[ranged], minlength=len(steps))))
-    return _Side(p, key_of[pair], keys, max(n_steps, 1))
+        key = np.zeros(len(rid), dtype=np.int64)
+        key[status == 0] = key_r[rid[status == 0]]
+        for i, c in enumerate(present):
+            key[status == c] = codes[len(used) + i]
+    # Steps are counted by name: the ranges of one step on several threads or processes (one
+    # per rank) are one step.
+    steps = np.unique(step_r[used])
+    names = trace.columns("ranges", ["name"])["name"].cat.codes.to_numpy()
+    return _Side(p, key, keys, max(len(np.unique(names[steps[steps >= 0]])), 1))
 
 
-def step_free(paths: np.ndarray, stepped: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each of ``paths`` with its first level cut off where ``stepped`` (``(step)`` for a path of
-    one level), as codes into the distinct results, sorted; by Arrow, which makes Python
-    strings only of those."""
+def step_free(paths: np.ndarray, stepped: np.ndarray, part: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each of ``paths`` (numpy or Arrow strings) with its step level cut out where ``stepped``:
+    its "/"-separated part number ``part`` (default 0: a top-level step), ``(step)`` for a path
+    that ends there. Returned as codes into the distinct results, sorted; by Arrow, which makes
+    Python strings only of those."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     keys = pa.array(paths, pa.large_string())
-    if stepped.any():
-        rest = pc.replace_substring_regex(keys, pattern="^[^/]*/", replacement="", max_replacements=1)
-        cut = pc.if_else(pc.match_substring(keys, "/"), rest, pa.scalar("(step)", pa.large_string()))
-        keys = pc.if_else(pa.array(stepped), cut, keys)
+    part = np.zeros(len(paths), dtype=np.int64) if part is None else np.asarray(part)
+    # One pass per distinct place of the step (a program has one or two: its steps nest alike).
+    for d in np.unique(part[stepped]):
+        sel = stepped & (part == d)
+        sub = keys.filter(pa.array(sel))
+        above = "[^/]*/" * int(d)  # spelled out: RE2 bounds a counted repetition at 1000
+        rest = pc.replace_substring_regex(sub, pattern=f"^({above})[^/]*/", replacement=r"\1", max_replacements=1)
+        cut = pc.if_else(pc.match_substring_regex(sub, f"^{above}[^/]*/"), rest, pa.scalar("(step)", pa.large_string()))
+        keys = pc.replace_with_mask(keys, pa.array(sel), cut)
     encoded = pc.dictionary_encode(keys)
     distinct = encoded.dictionary
     rank = np.empty(len(distinct), dtype=np.int64)
@@ -232,8 +252,7 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
 
     a = a if isinstance(a, Trace) else open_trace(a)
     b = b if isinstance(b, Trace) else open_trace(b)
-    step_rx = re.compile(step_regex)
-    fa, fb = _side(a, step_rx, layer_regex), _side(b, step_rx, layer_regex)
+    fa, fb = _side(a, step_regex, layer_regex), _side(b, step_regex, layer_regex)
     na, nb = fa.steps, fb.steps
     ka, kb = fa.sums(), fb.sums()
     r = ka.join(kb, how="outer", lsuffix="_a", rsuffix="_b")

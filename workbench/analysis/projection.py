@@ -2,6 +2,15 @@
 call on the launching thread (found at import: ``kernels.range_id``), and through it to a
 range path, a step and a layer.
 
+Columns added to the kernels': ``range`` (the innermost range's name), ``path`` (its path,
+``decode/step_2/layer_03/kv_write``), ``step`` (the name of the kernel's step range, the
+outermost range whose name matches ``steps.STEP_REGEX`` above the innermost one, at any depth:
+``step_2``; for a kernel in no step, the name of its top-level range, so a trace without
+step ranges groups by its top-level ranges), ``layer`` (see :func:`range_layers`, -1 for
+none), ``status`` and ``duration`` (end - start, ns). A kernel outside every range has the
+label ``(no range)`` as its range, path and step, one without a launch record
+``(no launch record)``.
+
 The result keeps every kernel. ``status`` says how it was attributed:
 ``range`` (inside a range), ``no_range`` (launched outside any range), ``no_launch`` (no
 launch record, e.g. the API call fell outside the capture). ``graph`` marks kernels launched
@@ -18,6 +27,7 @@ from ..trace.names import code_dtype
 from ..trace.options import DEFAULT
 from ..trace.schema import Trace
 from .layers import layer_pattern
+from .steps import step_groups
 
 NO_RANGE = "(no range)"
 NO_LAUNCH = "(no launch record)"
@@ -49,8 +59,8 @@ def trace_layers(trace: Trace, pattern: str | None = None) -> np.ndarray:
 
 def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     """Kernels with ``range_id``, ``range`` (innermost name), ``path``, ``layer``, ``status``,
-    ``step`` (outermost range name) and ``duration``. Cached on the trace; also visible to
-    ``trace.sql`` as the view ``projected``.
+    ``step`` (step range name, else top-level range name) and ``duration``: see the module
+    docstring. Cached on the trace; also visible to ``trace.sql`` as the view ``projected``.
     """
     key = f"projected:{layer_regex}"
     cached = trace.memo.get(key)
@@ -79,7 +89,7 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
         names, inv = np.unique(np.asarray(r["name"].cat.categories.astype(str), dtype=object), return_inverse=True)
         codes = r["name"].cat.codes.to_numpy()
         name_codes = np.where(codes >= 0, inv.reshape(-1)[codes], -1).astype(np.int32)
-        root = roots(r["parent"].to_numpy())
+        group = step_groups(trace)
         if len(within) == len(k):
             layers = trace_layers(trace, layer_regex)[within]
         else:
@@ -90,7 +100,7 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
         if nolaunch_any:
             status[nolaunch] = 2
         in_range = _spread(name_codes, names, within, has, nolaunch, shown)
-        step = _spread(name_codes[root], names, within, has, nolaunch, shown)
+        step = _spread(name_codes[group], names, within, has, nolaunch, shown)
         paths, path_codes = sorting.result()
     added = {
         "duration": k["end"].to_numpy() - k["start"].to_numpy(),
@@ -172,11 +182,6 @@ def _spread(codes_r: np.ndarray, values: np.ndarray, within: np.ndarray, has: np
     if occurs[nv + 2]:  # a masked assignment scans every row, even when none is chosen
         codes[nolaunch] = remap[nv + 2]
     return pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype=object), validate=False)
-
-
-def roots(parent: np.ndarray) -> np.ndarray:
-    """Outermost ancestor of each range (itself for a root)."""
-    return climb(parent)[0]
 
 
 Trace.view_makers["projected"] = project

@@ -8,7 +8,8 @@ import pandas as pd
 from ..errors import WorkbenchError
 from ..trace.build.attribution import group_sums
 from ..trace.schema import Trace
-from .projection import NO_LAUNCH, NO_RANGE, roots, trace_layers
+from .projection import NO_LAUNCH, NO_RANGE, trace_layers
+from .steps import STEP_REGEX, step_groups, trace_steps
 
 BY = ("range", "layer", "kernel", "path", "step")
 
@@ -26,7 +27,8 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> 
     - ``layer``: (layer index, innermost range name); kernels outside any layer are layer -1;
     - ``kernel``: kernel short name, with mean/min/max duration;
     - ``path``: full range path (``step_0/layer_03/kv_write``);
-    - ``step``: outermost range (``step_0``, ``ProfilerStep#3``): launches per step.
+    - ``step``: the step range (``step_0``, ``ProfilerStep#3``, at any depth: see
+      :mod:`.steps`), else the top-level range: launches per step.
 
     Unattributed kernels appear as ``(no range)`` / ``(no launch record)`` rows, never dropped.
 
@@ -55,7 +57,7 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> 
         names = np.r_[np.asarray(name.cat.categories.astype(str), dtype=object), [""]]
         name_codes = np.where(name.cat.codes.to_numpy() >= 0, name.cat.codes.to_numpy(), len(names) - 1).astype(np.int64)
         if by == "step":
-            keys = {"step": (name_codes[roots(trace.columns("ranges", ["parent"])["parent"].to_numpy())[used]], names)}
+            keys = {"step": (name_codes[step_groups(trace)[used]], names)}
         elif by == "layer":
             layers = trace_layers(trace, layer_regex)[used]
             keys = {"layer": (layers, None), "range": (name_codes[used], names)}
@@ -111,25 +113,22 @@ def _by_kernel(trace: Trace) -> pd.DataFrame:
     return out.sort_values(["gpu_time_ns", "kernel"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
-def launches_per_step(trace: Trace, step_regex: str = r"^(step|ProfilerStep)") -> pd.DataFrame:
-    """Kernels launched (and their GPU time) inside each top-level step range, in time order."""
-    import re
-
+def launches_per_step(trace: Trace, step_regex: str = STEP_REGEX) -> pd.DataFrame:
+    """Kernels launched (and their GPU time) inside each step range (see :mod:`.steps`: the
+    outermost step-named range on its branch, at any depth), in time order. Summed from the
+    per-range totals: no kernel row is read."""
     cols = ["step", "kernels", "gpu_time_ns", "wall_ns"]
     if not trace.rows("ranges"):
         return pd.DataFrame(columns=cols)
-    r = trace.columns("ranges", ["name", "start", "end", "depth", "parent", "kernels", "gpu_time_ns"])
-    rx = re.compile(step_regex)
-    is_step_name = np.array([bool(rx.search(str(c))) for c in r["name"].cat.categories], dtype=bool)
-    codes = r["name"].cat.codes.to_numpy()
-    is_step = (r["depth"].to_numpy() == 0) & np.where(codes >= 0, is_step_name[np.maximum(codes, 0)], False)
-    steps = np.flatnonzero(is_step)
+    step = trace_steps(trace, step_regex)
+    steps = np.flatnonzero(step == np.arange(len(step)))
     if not len(steps):
         return pd.DataFrame(columns=cols)
-    root = roots(r["parent"].to_numpy())
+    r = trace.columns("ranges", ["name", "start", "end", "kernels", "gpu_time_ns"])
+    inside = step >= 0
     n = len(r)
-    counts = group_sums(root, r["kernels"].to_numpy(), n)
-    times = group_sums(root, r["gpu_time_ns"].to_numpy(), n)
+    counts = group_sums(step[inside], r["kernels"].to_numpy()[inside], n)
+    times = group_sums(step[inside], r["gpu_time_ns"].to_numpy()[inside], n)
     steps = steps[np.argsort(r["start"].to_numpy()[steps], kind="stable")]
     return pd.DataFrame({
         "step": r["name"].astype(str).to_numpy()[steps],

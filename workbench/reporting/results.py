@@ -43,44 +43,18 @@ def _stat_cell(s: dict, unit: str = "ms") -> str:
 
 
 def launches(inp: Input) -> dict | None:
-    """Kernels and GPU time per step instance (top-level ranges matching the step regex),
-    vectorized: one pass over the projected kernels whatever the number of steps."""
-    import re
+    """Kernels and GPU time per step instance (the step ranges of
+    :func:`workbench.analysis.launches_per_step`: outermost step-named ranges at any depth,
+    each counted even when it launched nothing), from the per-range totals; None without
+    step ranges."""
+    from ..analysis import launches_per_step
 
-    import numpy as np
-
-    from ..analysis import project
-    from ..analysis.diff import STEP_REGEX
-
-    r = inp.trace.ranges
-    if not len(r):
+    lp = launches_per_step(inp.trace)
+    if not len(lp):
         return None
-    rx = re.compile(STEP_REGEX)
-    names = r["name"].astype(str).to_numpy(dtype=object)
-    is_step = (r["depth"].to_numpy() == 0) & np.array([bool(rx.search(n)) for n in names], dtype=bool)
-    if not is_step.any():
-        return None
-    parent = r["parent"].to_numpy()
-    root = np.arange(len(r))
-    cur = parent.copy()
-    while (m := cur >= 0).any():
-        root[m] = cur[m]
-        cur[m] = parent[cur[m]]
-    p = project(inp.trace)
-    rid = p["range_id"].to_numpy()
-    ok = rid >= 0
-    kroot = root[rid[ok]]
-    dur = p["duration"].to_numpy()[ok]
-    idx = np.flatnonzero(is_step)  # step instances, each counted even when it launched nothing
-    pos = np.full(len(r), -1, dtype=np.int64)
-    pos[idx] = np.arange(len(idx))
-    kpos = pos[kroot]
-    sel = kpos >= 0
-    counts = np.bincount(kpos[sel], minlength=len(idx))
-    gpu = np.bincount(kpos[sel], weights=dur[sel].astype(np.float64), minlength=len(idx))
-    k = sorted(int(x) for x in counts)
-    g = sorted(int(round(x)) for x in gpu)
-    return {"steps": len(idx), "kernels": k, "gpu_ns": g, "kernels_median": _median(k), "gpu_median": _median(g)}
+    k = sorted(int(x) for x in lp["kernels"])
+    g = sorted(int(x) for x in lp["gpu_time_ns"])
+    return {"steps": len(lp), "kernels": k, "gpu_ns": g, "kernels_median": _median(k), "gpu_median": _median(g)}
 
 
 def _median(xs: list) -> float:
