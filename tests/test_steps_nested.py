@@ -118,6 +118,26 @@ def test_top_level_steps_count_and_match_as_before(traces):
     assert d.steps == {"a": 2, "b": 2}
 
 
+def test_steps_numbered_afresh_in_each_window_are_counted_apart(tmp_path):
+    """``prefill > step_0`` and ``decode > step_0``: two steps of one name, and their layers
+    matched per window."""
+    path = tmp_path / "windows.json"
+    lin, x = torch.nn.Linear(8, 8), torch.ones(2, 8)
+    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof, \
+            torch_ranges():
+        for window, steps in (("prefill", 1), ("decode", 2)):
+            with annotate(window):
+                for i in range(steps):
+                    with annotate(f"step_{i}"), annotate("layer_00"):
+                        lin(x)
+    prof.export_chrome_trace(str(path))
+    t = workbench.import_file(path)
+    assert list(workbench.launches_per_step(t)["kernels"]) == [1, 1, 1]
+    d = workbench.diff(t, t)
+    assert d.steps == {"a": 3, "b": 3}
+    assert d.ranges.set_index("range")["kernels_total_a"].to_dict() == {"decode/layer_00": 2, "prefill/layer_00": 1}
+
+
 def test_a_trace_without_ranges_has_no_steps(tmp_path):
     path = tmp_path / "bare.json"
     with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:

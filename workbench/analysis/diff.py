@@ -156,6 +156,7 @@ def _side(trace: Trace, step_regex: str, layer_regex: str | None) -> _Side:
     kernel launched directly in a step. Made once per range that launched kernels (its path
     and its step are one) and spread as codes: a million kernels make no strings."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     p = project(trace, layer_regex)
     rid = p["range_id"].to_numpy()
@@ -170,7 +171,8 @@ def _side(trace: Trace, step_regex: str, layer_regex: str | None) -> _Side:
     labels = [(NO_RANGE, NO_LAUNCH)[c - 1] for c in present]
     step_r = trace_steps(trace, step_regex)
     level = np.r_[step_parts(trace, step_regex)[used], np.zeros(len(labels), np.int64)]  # 1 + the step's part, 0: none
-    shown_paths = pa.array(r["path"], pa.large_string()).take(used)
+    column = pa.array(r["path"], pa.large_string())
+    shown_paths = column.take(used)
     # Joined chunk by chunk: an in-memory column can come as a chunked array, which a list
     # given to pa.chunked_array would convert row by row.
     paths = pa.concat_arrays([*getattr(shown_paths, "chunks", [shown_paths]), pa.array(labels, pa.large_string())])
@@ -184,11 +186,12 @@ def _side(trace: Trace, step_regex: str, layer_regex: str | None) -> _Side:
         key[status == 0] = key_r[rid[status == 0]]
         for i, c in enumerate(present):
             key[status == c] = codes[len(used) + i]
-    # Steps are counted by name: the ranges of one step on several threads or processes (one
-    # per rank) are one step.
+    # Steps are counted by path: the ranges of one step on several threads or processes (one
+    # per rank) are one step, and steps numbered afresh in each window (``prefill/step_0``,
+    # ``decode/step_0``) are several.
     steps = np.unique(step_r[used])
-    names = trace.columns("ranges", ["name"])["name"].cat.codes.to_numpy()
-    return _Side(p, key, keys, max(len(np.unique(names[steps[steps >= 0]])), 1))
+    n_steps = pc.count_distinct(column.take(steps[steps >= 0])).as_py()
+    return _Side(p, key, keys, max(n_steps, 1))
 
 
 def step_free(paths: np.ndarray, stepped: np.ndarray, part: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
