@@ -193,8 +193,8 @@ def _main(argv: list[str]) -> int:
         wall = time.perf_counter() - started
         if recorder is not None:
             recorder.stop()  # a window left open still ends the profiler cleanly
-    torch = sys.modules.get("torch")
-    device = "cuda" if torch is not None and torch.cuda.is_initialized() else "cpu"
+    used = sys.modules.get("torch")  # the program's torch, if it imported one
+    device = "cuda" if used is not None and used.cuda.is_initialized() else "cpu"
     with open(result_path, "w") as fh:
         json.dump({"exit_status": code, "wall_s": wall, "windows": windows, "device": device,
                    "env": environment(device, None, cwd=os.getcwd())}, fh)

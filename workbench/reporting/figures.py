@@ -10,7 +10,6 @@ length (one figure per timed phase). A figure left out comes as ``(title, reason
 from __future__ import annotations
 
 import html
-import re
 
 from .tables import metric_rank, ranges_view
 
@@ -46,13 +45,13 @@ def _first_changed_key(d, names: list[str]) -> str | None:
 
 
 def _steps(trace) -> int:
-    from ..analysis.diff import STEP_REGEX
+    """Step ranges (at any depth) in the trace."""
+    import numpy as np
 
-    r = trace.ranges
-    if not len(r):
-        return 0
-    rx = re.compile(STEP_REGEX)
-    return sum(1 for n in r.loc[r["depth"] == 0, "name"].astype(str) if rx.search(n))
+    from ..analysis.steps import trace_steps
+
+    step = trace_steps(trace)
+    return int((step == np.arange(len(step))).sum())
 
 
 def _parse(series: str) -> dict | None:

@@ -149,7 +149,7 @@ class _Events:
         self.fh.write(view)
         self.count += n
 
-    def format(self, template: list[str], rows: dict, names: dict) -> None:
+    def write_rows(self, template: list[str], rows: dict, names: dict) -> None:
         """Writes ``rows`` (column -> array) as events of ``template``."""
         import pyarrow as pa
 
@@ -292,29 +292,29 @@ def _write_tables(trace: Trace, out: _Events, is_op: np.ndarray, shift: int) -> 
     for rows in k.chunks(~is_op if is_op.any() else None):
         rows["gpu"] = rows["device"] + shift
         rows["correlation"] = recode(rows["pid"], rows["correlation"])
-        out.format(_KERNEL, rows, k.names)
+        out.write_rows(_KERNEL, rows, k.names)
         launched = rows["launch_tid"] >= 0
         rows = {c: v[launched] for c, v in rows.items()}
         rows["flow"] = np.arange(flow + 1, flow + 1 + len(rows["gpu"]))
         flow += len(rows["gpu"])
-        out.format(_FLOW, rows, k.names)
+        out.write_rows(_FLOW, rows, k.names)
     if is_op.any():
         for rows in k.chunks(is_op):
-            out.format(_CPU_OP, rows, k.names)
+            out.write_rows(_CPU_OP, rows, k.names)
     del k
     r = _Table(trace, "ranges", ["name", "start", "end", "pid", "tid"])
     for rows in r.chunks():
-        out.format(_RANGE, rows, r.names)
+        out.write_rows(_RANGE, rows, r.names)
     del r
     a = _Table(trace, "api", ["name", "kind", "start", "end", "pid", "tid", "correlation"],
                rename={"kind": lambda kind: "cuda_driver" if kind == "driver" else "cuda_runtime"})
     for rows in a.chunks():
         rows["correlation"] = recode(rows["pid"], rows["correlation"])
-        out.format(_API, rows, a.names)
+        out.write_rows(_API, rows, a.names)
     del a
     for table, template, extra in (("memcpy", _MEMCPY, ["kind"]), ("memset", _MEMSET, [])):
         m = _Table(trace, table, _COPY_COLS + extra)
         for rows in m.chunks():
             rows["gpu"] = rows["device"] + shift
             rows["correlation"] = recode(rows["pid"], rows["correlation"])
-            out.format(template, rows, m.names)
+            out.write_rows(template, rows, m.names)

@@ -8,13 +8,13 @@ instance's sub-ranges and kernels.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ..analysis.diff import STEP_REGEX, step_free
+from ..analysis.steps import step_parts, trace_steps
 from ..analysis.projection import project, trace_layers
 from ..errors import WorkbenchError
 from ..analysis.layers import layer_pattern
@@ -26,11 +26,9 @@ def range_keys(trace: Trace, step_regex: str = STEP_REGEX) -> pd.Series:
     r = trace.ranges
     if not len(r):
         return pd.Series([], dtype=object)
-    rx = re.compile(step_regex)
     paths = r["path"].astype(str).to_numpy(dtype=object)
-    roots = np.array([p.split("/", 1)[0] for p in paths], dtype=object)
-    stepped = np.array([bool(rx.search(x)) for x in roots])
-    codes, keys = step_free(paths, stepped)
+    # The diff's keys: each range's step level cut out wherever its step range sits.
+    codes, keys = step_free(paths, trace_steps(trace, step_regex) >= 0, step_parts(trace, step_regex) - 1)
     return pd.Series(keys[codes], index=r.index)
 
 
@@ -58,14 +56,14 @@ def layer_instance(trace: Trace, layer: int, layer_regex: str | None = None) -> 
 
 
 def first_step(trace: Trace, step_regex: str = STEP_REGEX) -> int | None:
-    """Range id of the first step: the earliest top-level range whose name is a step
-    (``step_0``, ``ProfilerStep#3``), else the longest top-level range; None without ranges."""
+    """Range id of the first step: the earliest step range (``step_0``, ``ProfilerStep#3``, at
+    any depth), else the longest top-level range; None without ranges."""
     r = trace.ranges
     if not len(r):
         return None
     top = r[r["depth"] == 0]
-    rx = re.compile(step_regex)
-    steps = top[top["name"].astype(str).map(lambda s: bool(rx.search(s))).to_numpy(dtype=bool)]
+    step = trace_steps(trace, step_regex)
+    steps = r[step == np.arange(len(r))]
     if len(steps):
         return int(steps.sort_values(["start", "id"], kind="stable")["id"].iloc[0])
     longest = top.assign(_d=top["end"] - top["start"]).sort_values(["_d", "start", "id"], ascending=[False, True, True],
