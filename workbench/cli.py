@@ -69,15 +69,15 @@ def cmd_import(args) -> int:
 
 
 def _default_name(src: str) -> str:
-    import re
     from pathlib import Path
+
+    from .trace.store import safe_name
 
     base = Path(src).name
     for suffix in (".gz", ".json", ".sqlite", ".nsys-rep"):
         if base.endswith(suffix):
             base = base[: -len(suffix)]
-    base = re.sub(r"[^A-Za-z0-9._+=-]", "_", base).lstrip("._-") or "trace"
-    return base[:128]
+    return safe_name(base, "trace")
 
 
 def cmd_summary(args) -> int:

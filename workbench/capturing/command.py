@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -32,10 +31,12 @@ from .progress import Phases
 
 
 def default_name(command: list[str], prog, backend: str) -> str:
+    from ..trace.store import safe_name
+
     stem = Path(prog.target).stem if prog else Path(command[0]).name
     if prog and prog.kind == "module":
         stem = prog.target.rsplit(".", 1)[-1]
-    return re.sub(r"[^A-Za-z0-9._+=-]", "_", f"{stem}-{backend}").lstrip("._-")[:128] or f"command-{backend}"
+    return safe_name(f"{stem}-{backend}", f"command-{backend}")
 
 
 def _check_command(command: list[str], backend: str):

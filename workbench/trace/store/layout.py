@@ -38,6 +38,12 @@ def default_root(search: bool = False) -> Path:
     return Path("traces").resolve()
 
 
+def safe_name(text: str, fallback: str) -> str:
+    """A legal trace name made from ``text`` (a file or program name): other characters
+    replaced, no leading dot, dash or underscore, at most 128; ``fallback`` when nothing is left."""
+    return re.sub(r"[^A-Za-z0-9._+=-]", "_", text).lstrip("._-")[:128] or fallback
+
+
 def check_name(name: str) -> str:
     """Reject names that could escape the store or hide files (``..``, ``/``, leading dot)."""
     if not isinstance(name, str) or not _NAME.fullmatch(name) or ".." in name:
