@@ -43,6 +43,7 @@ _API = {
     "outputs_equal": "workbench.outputs",
     "step": "workbench.capturing.window",
     "annotate": "workbench.annotation",
+    "annotate_modules": "workbench.module_ranges",
     "report": "workbench.reporting",
     "WorkbenchError": "workbench.errors",
 }
