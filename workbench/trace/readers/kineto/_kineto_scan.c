@@ -5,7 +5,8 @@
    the array, tables one (names, rows) per entry of TABLES, where rows is a bytearray of
    fixed-width int64 rows (ts and ts + dur as ns: start and end) and names lists the distinct
    names the rows' name codes stand for, in first-seen order; begin_end lists user_annotation
-   B/E events as (ph, name, pid, tid, ts). scan(data, start, stop) reads the events that
+   B/E events as (ph, name, pid, tid, ts); of the python_function events only the modules'
+   ("nn.Module: ..." names) make rows. scan(data, start, stop) reads the events that
    data[start:stop] holds, the inside of such an array, and its end is stop - start.
 
    It returns None, and the importer's msgspec/orjson path then reads the same bytes, for
@@ -688,7 +689,7 @@ static const char *column_names[C_END] = {
     "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "kind",
 };
 
-enum { T_KERNELS, T_API, T_RANGES, T_CPU_OPS, T_MEMCPY, T_MEMSET, NT };
+enum { T_KERNELS, T_API, T_RANGES, T_CPU_OPS, T_MEMCPY, T_MEMSET, T_MODULES, NT };
 
 #define MAX_COLUMNS 12
 static const struct {
@@ -704,6 +705,7 @@ static const struct {
     {"cpu_ops", "name", 5, {C_NAME, C_TS, C_DUR, C_PID, C_TID}},
     {"memcpy", "kind", 7, {C_TS, C_DUR, C_DEVICE, C_STREAM, C_CORRELATION, C_BYTES, C_NAME}},
     {"memset", NULL, 6, {C_TS, C_DUR, C_DEVICE, C_STREAM, C_CORRELATION, C_BYTES}},
+    {"modules", "name", 5, {C_NAME, C_TS, C_DUR, C_PID, C_TID}},
 };
 
 typedef struct {
@@ -777,7 +779,22 @@ static const uchar *text_of(Scan *s, const Val *v, size_t *n) {
     return s->scratch.data;
 }
 
-/* Where kineto._classify routes the event (a table, B/E, the counted annotations, nowhere);
+/* Whether a python_function event is a module's: its name (a string) starts with
+   modules.PREFIX. Decided on the name's first bytes, nothing interned: most Python functions
+   are not modules. */
+static int is_module(Scan *s, const Event *e) {
+    static const char prefix[] = "nn.Module: ";
+    const size_t k = sizeof prefix - 1;
+    const Val *name = &e->f[F_NAME];
+    size_t n;
+    const uchar *t;
+    if (name->type != T_STR || name->n < k) return 0; /* escapes only shorten the text */
+    if (!name->esc) return !memcmp(name->s, prefix, k);
+    if (!(t = text_of(s, name, &n))) return -1;
+    return n >= k && !memcmp(t, prefix, k);
+}
+
+/* Where events._route routes the event (a table, B/E, the counted annotations, nowhere);
    *ph is its ph if that is one character. */
 static int route(Scan *s, const Event *e, char *ph, int *driver) {
     const Val *cat = &e->f[F_CAT];
@@ -798,6 +815,10 @@ static int route(Scan *s, const Event *e, char *ph, int *driver) {
         return T_API;
     }
     if (IS("cpu_op")) return T_CPU_OPS;
+    if (IS("python_function")) {
+        int module = is_module(s, e); /* after the last use of c: it may reuse scratch */
+        return module < 0 ? G_NOMEM : module ? T_MODULES : G_NONE;
+    }
     if (IS("gpu_memcpy")) return T_MEMCPY;
     if (IS("gpu_memset")) return T_MEMSET;
     if (IS("gpu_user_annotation")) return G_GPU_ANNOTATION;

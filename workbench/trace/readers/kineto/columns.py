@@ -59,6 +59,10 @@ class Columns:
         for k, v in cols.items():
             self.pieces.setdefault(k, []).append(v)
 
+    def __len__(self) -> int:
+        """Rows added so far (every column has as many)."""
+        return sum(map(len, next(iter(self.pieces.values()), [])))
+
     def frame(self, cats: dict[str, Interner], options: ImportOptions) -> pd.DataFrame:
         """The table, each column its pieces joined into one new array, two columns at a time
         (numpy copies without the GIL, and the first touch of the new memory goes on in both

@@ -13,13 +13,14 @@ import numpy as np
 from ....errors import TraceFormatError
 from . import columns as col
 from .columns import Interner
+from .modules import PREFIX
 
 # Events turned into rows at a time: an event's fields are read while it is still in the CPU
 # cache, instead of column by column over the whole piece.
 SLICE = 2048
 
 # The tables whose names are interned, and that column of each.
-NAMED = {"kernels": "name", "api": "name", "ranges": "name", "cpu_ops": "name", "memcpy": "kind"}
+NAMED = {"kernels": "name", "api": "name", "ranges": "name", "cpu_ops": "name", "modules": "name", "memcpy": "kind"}
 # The tables of GPU events: with any of them, cpu_ops are not kept (see tables.Tables.add).
 GPU = {"kernels", "memcpy", "memset"}
 
@@ -55,12 +56,12 @@ def part(events, where) -> tuple:
 
 
 def _route(events: list[dict], counts: dict) -> tuple[list, ...]:
-    """The events of each table (kernels, api, ranges, cpu_ops, memcpy, memset: complete
-    ``X`` events) and the B/E range events, in file order; counts the GPU annotations skipped.
-    One dict lookup per event by its category, then the phase checked per group."""
-    K, A, R, C, MC, MS, G = [], [], [], [], [], [], []
+    """The events of each table (kernels, api, ranges, cpu_ops, modules, memcpy, memset:
+    complete ``X`` events) and the B/E range events, in file order; counts the GPU annotations
+    skipped. One dict lookup per event by its category, then the phase checked per group."""
+    K, A, R, C, M, MC, MS, G = [], [], [], [], [], [], [], []
     route = {"kernel": K, "cuda_runtime": A, "cuda_driver": A, "cpu_op": C, "user_annotation": R,
-             "gpu_memcpy": MC, "gpu_memset": MS, "gpu_user_annotation": G}.get
+             "python_function": M, "gpu_memcpy": MC, "gpu_memset": MS, "gpu_user_annotation": G}.get
     for e in events:
         try:
             group = route(e.get("cat"))
@@ -83,7 +84,9 @@ def _route(events: list[dict], counts: dict) -> tuple[list, ...]:
             R = [e for e, ph in zip(R, phs) if ph == "X"]
     if G:
         counts["gpu_user_annotation"] += [e.get("ph") for e in G].count("X")
-    return K, A, R, C, MC, MS, BE
+    # Of the Python functions, only the modules' (a name of another type is none of them).
+    M = [e for e in M if e.get("ph") == "X" and type(n := e.get("name")) is str and n.startswith(PREFIX)]
+    return K, A, R, C, M, MC, MS, BE
 
 
 def _get(group: list[dict], key: str) -> list:
@@ -92,7 +95,7 @@ def _get(group: list[dict], key: str) -> list:
 
 def _rows(events: list[dict], names: dict[str, Interner], counts: dict, where) -> tuple[dict, list]:
     """``part``'s rows and B/E events of a slice; the checks run in a fixed order."""
-    K, A, R, C, MC, MS, BE = _route(events, counts)
+    K, A, R, C, M, MC, MS, BE = _route(events, counts)
     rows = {}
     if K:
         a = col.args(K, where)
@@ -121,7 +124,7 @@ def _rows(events: list[dict], names: dict[str, Interner], counts: dict, where) -
             correlation=col.ints(_get(col.args(A, where), "correlation"), "API call correlation", where),
             kind=np.array([e.get("cat") == "cuda_driver" for e in A], dtype=np.int8),
         )
-    for group, table, what in ((R, "ranges", "range"), (C, "cpu_ops", "cpu_op")):
+    for group, table, what in ((R, "ranges", "range"), (C, "cpu_ops", "cpu_op"), (M, "modules", "nn.Module event")):
         if group:
             group_names = col.names(_get(group, "name"), f"{what} name", where)
             start = col.ns(col.num(_get(group, "ts"), f"{what} ts", where))

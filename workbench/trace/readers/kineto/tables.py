@@ -1,6 +1,6 @@
 """The parts of a file gathered into its tables, in file order: names coded anew, B/E
-ranges paired across parts, and at the end the frames, a CPU-only trace's work units and
-the meta."""
+ranges paired across parts, and at the end the frames, a CPU-only trace's work units, the
+ranges of a trace without annotations (its nn.Module events, thinned) and the meta."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from ...schema import RawTables
 from . import columns as col
 from .columns import Columns, Interner
 from .events import NAMED, holds_gpu
+from .modules import thin
 
 
 class Tables:
@@ -102,13 +103,24 @@ class Tables:
             r = rng.frame({"name": names["ranges"]}, options)
             r["domain"] = constant("record_function", len(r), "string")
             tables["ranges"] = r
+        modules = {}
+        if self.cols["modules"].pieces:
+            modules = {"module_events": len(self.cols["modules"]), "ranges_from": "user_annotation events"}
+            if not rng.pieces:
+                # A trace without annotations: its modules are the ranges (with them, the
+                # ranges are as they would be without module events).
+                tables["ranges"] = r = _module_ranges(self.cols["modules"].frame({"name": names["modules"]}, options))
+                modules.update(ranges_from="nn.Module events", module_events_kept=len(r),
+                               module_events_dropped=modules["module_events"] - len(r))
         if mcpy.pieces:
             tables["memcpy"] = mcpy.frame({"kind": names["memcpy"]}, options)
         if mset.pieces:
             tables["memset"] = mset.frame({}, options)
         if not self.gpu_events and ops.pieces:
             tables["kernels"] = _cpu_work_units(ops.frame({"name": names["cpu_ops"]}, options))
-        return RawTables(tables, _meta(header, self.counts, self.gpu_events))
+        meta = _meta(header, self.counts, self.gpu_events)
+        meta["source"].update(modules)
+        return RawTables(tables, meta)
 
 
 def _cpu_work_units(ops: pd.DataFrame) -> pd.DataFrame:
@@ -128,6 +140,14 @@ def _cpu_work_units(ops: pd.DataFrame) -> pd.DataFrame:
         "launch_tid": top["tid"], "launch_start": top["start"], "launch_end": top["end"],
         "launch_api": "cpu_op",
     })
+
+
+def _module_ranges(modules: pd.DataFrame) -> pd.DataFrame:
+    """The ranges of a trace's nn.Module events: those ``modules.thin`` keeps, in file order."""
+    r = modules[thin(modules)].reset_index(drop=True)
+    r["name"] = r["name"].cat.remove_unused_categories()
+    r["domain"] = constant("nn.Module", len(r), "string")
+    return r
 
 
 def _meta(header: dict, counts: dict, gpu_events: bool) -> dict:
