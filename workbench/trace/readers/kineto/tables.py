@@ -106,7 +106,7 @@ class Tables:
         modules = {}
         if self.cols["modules"].pieces:
             modules = {"module_events": len(self.cols["modules"]), "ranges_from": "user_annotation events"}
-            if not rng.pieces:
+            if "ranges" not in tables:
                 # A trace without annotations: its modules are the ranges (with them, the
                 # ranges are as they would be without module events).
                 tables["ranges"] = r = _module_ranges(self.cols["modules"].frame({"name": names["modules"]}, options))
