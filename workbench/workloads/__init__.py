@@ -8,7 +8,7 @@ the reference that has all of it).
 
 ``get(ref)`` finds a workload by
 
-* a registered name: the built-in ``decoder``, or one a notebook added with ``register``;
+* a registered name: a built-in (``decoder``, ``hf``), or one a notebook added with ``register``;
 * the name of an entry point in the ``workbench.workloads`` group of an installed
   distribution (``[project.entry-points."workbench.workloads"] mine = "mypkg.mod:WORKLOAD"``);
 * a reference ``"pkg.mod:attr"``: the attribute is the workload, or a factory (class or
@@ -118,7 +118,8 @@ def _checked(ref: str, workload: Any) -> Workload:
 
 # name -> "module:attribute" (replaced by the workload on first use, so listing workloads
 # imports no torch) or a workload registered at run time.
-_REGISTRY: dict[str, str | Workload] = {"decoder": "workbench.workloads.decoder:DECODER"}
+_REGISTRY: dict[str, str | Workload] = {"decoder": "workbench.workloads.decoder:DECODER",
+                                         "hf": "workbench.workloads.hf:HF_WORKLOAD"}
 # Entry-point names and module:attribute references, once loaded.
 _PLUGINS: dict[str, Workload] = {}
 

@@ -1,0 +1,178 @@
+"""The hf workload: a transformers causal LM from a config, run by the model's own code."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from workbench import analysis, engines, run, workloads  # noqa: E402
+from workbench.capturing import capture  # noqa: E402
+from workbench.capturing.session import decode_outputs  # noqa: E402
+from workbench.cli import main  # noqa: E402
+from workbench.trace import load_dir  # noqa: E402
+
+TINY = dict(layers=2, hidden=64, heads=4, kv_heads=2, intermediate=128, vocab=256, ctx=8, max_len=32)
+STEPS = 3
+REGIONS = ("input_layernorm", "self_attn", "post_attention_layernorm", "mlp")
+
+
+def _generate(variant: dict, engine: str = "eager", device: str = "cpu"):
+    """Greedy (logits, tokens) of prefill and STEPS decode steps."""
+    built = engines.build("hf", workloads.resolve("hf", {**TINY, **variant}), engine, device)
+    return run.generate(built, STEPS, keep=True)
+
+
+def _paths(trace) -> set[str]:
+    return set(analysis.summary(trace, by="path")["path"].astype(str))
+
+
+def _assert_module_ranges(paths: set[str], layers: int) -> None:
+    for step in range(STEPS):
+        assert f"step_{step}" in paths
+        for layer in range(layers):
+            for region in REGIONS:
+                assert f"step_{step}/model.layers.{layer}/model.layers.{layer}.{region}" in paths
+        assert f"step_{step}/lm_head" in paths
+
+
+def test_capture_api_stores_steps_and_module_ranges(tmp_path):
+    trace = capture("hf", {**TINY, "arch": "llama", "attn": "sdpa"}, device="cpu", backend="torch", steps=STEPS,
+                    repeats=1, warmup=1, root=tmp_path, progress=False)
+    _assert_module_ranges(_paths(trace), TINY["layers"])
+    manifest = json.loads((tmp_path / trace.name / "manifest.json").read_text())
+    info = manifest["capture"]["engine_info"]
+    assert info["arch"] == "llama" and info["attn"] == "sdpa" and info["cache"] == "StaticCache"
+    assert info["dtype"] == "float32" and info["transformers"] and info["parameters"] > 0
+    logits, tokens = decode_outputs(manifest["outputs"])
+    assert logits.shape == (STEPS + 1, TINY["vocab"]) and len(tokens) == STEPS + 1
+
+
+def test_capture_cli_subprocess(tmp_path, cli):
+    args = ["--root", tmp_path, "capture", "hf", "--device", "cpu", "--backend", "torch", "--steps", STEPS,
+            "--repeats", "1", "--warmup", "1", "--name", "hf-cli", "--quiet",
+            "--variant", "arch=llama", "--variant", "attn=sdpa", "--variant", "layers=3"]
+    for key in ("hidden", "heads", "kv_heads", "intermediate", "vocab", "ctx", "max_len"):
+        args += ["--variant", f"{key}={TINY[key]}"]
+    done = cli(*args)
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((tmp_path / "hf-cli" / "manifest.json").read_text())
+    assert manifest["capture"]["workload"] == "hf" and manifest["capture"]["variant"]["layers"] == 3
+    _assert_module_ranges(_paths(load_dir(tmp_path / "hf-cli")), 3)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "phi3"])
+def test_each_arch_builds_and_runs(arch):
+    logits, tokens = _generate({"arch": arch})
+    assert logits.shape == (STEPS + 1, TINY["vocab"]) and torch.isfinite(logits).all()
+    assert all(0 <= t < TINY["vocab"] for t in tokens)
+
+
+def test_tokens_agree_across_attn_and_cache():
+    ref_logits, ref_tokens = _generate({"attn": "eager", "cache": "dynamic"})
+    for attn in ("eager", "sdpa"):
+        for cache in ("dynamic", "static"):
+            logits, tokens = _generate({"attn": attn, "cache": cache})
+            cmp = run.compare(ref_logits, ref_tokens, logits, tokens, "float32")
+            assert cmp["equal"], (attn, cmp)
+
+
+def test_cache_matches_recomputing_the_sequence():
+    """Decoding over the cache gives the logits of the whole sequence run without one."""
+    built = engines.build("hf", workloads.resolve("hf", {**TINY, "cache": "static"}), "eager", "cpu")
+    logits, tokens = run.generate(built, STEPS, keep=True)
+    model, seq = built.instance.model, built.instance.prompt.tolist()
+    with torch.inference_mode():
+        for i, token in enumerate(tokens):
+            full = model(input_ids=torch.tensor([seq]), use_cache=False).logits[0, -1]
+            assert torch.allclose(full, logits[i], atol=1e-4)
+            seq.append(token)
+
+
+def test_repeated_runs_start_a_fresh_cache():
+    built = engines.build("hf", workloads.resolve("hf", {**TINY, "cache": "dynamic", "seed": 3}), "eager", "cpu")
+    first = run.generate(built, STEPS, keep=True)
+    again = run.generate(built, STEPS, keep=True)
+    assert first[1] == again[1] and torch.equal(first[0], again[0])
+
+
+def test_seed_leaves_global_rng_alone():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    engines.build("hf", workloads.resolve("hf", {**TINY, "seed": 7}), "eager", "cpu")
+    assert torch.equal(torch.rand(3), expected)
+
+
+@pytest.mark.slow
+def test_compile_engine_static_cache():
+    ref_logits, ref_tokens = _generate({"cache": "static"})
+    built = engines.build("hf", workloads.resolve("hf", {**TINY, "cache": "static"}), "compile", "cpu")
+    logits, tokens = run.generate(built, STEPS, keep=True)
+    assert run.compare(ref_logits, ref_tokens, logits, tokens, "float32")["equal"]
+    assert built.instance.module_ranges is None  # removed: a compiled graph opens no ranges
+
+
+def _one_line_exit_2(tmp_path, capsys, argv, message):
+    assert main(["--root", str(tmp_path / "store"), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "store").exists() or not any((tmp_path / "store").iterdir())
+
+
+@pytest.mark.parametrize("variant, message", [
+    ("arch=gpt2", "variant arch: unknown value 'gpt2'"),
+    ("attn=flash", "variant attn: unknown value"),
+    ("heads=5", "variant heads: 5 heads do not divide hidden 64"),
+    ("kv_heads=3", "variant kv_heads: 3 key/value heads do not divide heads 4"),
+    ("layers=0", "variant layers: must be positive"),
+    ("ctx=40", "variant ctx: prompt of 40 leaves no room"),
+])
+def test_bad_variant_exit_2_one_line(tmp_path, capsys, variant, message):
+    argv = ["capture", "hf", "--device", "cpu", "--steps", "1", "--repeats", "1", "--warmup", "1", "--quiet"]
+    for key, value in {**TINY, **dict([variant.split("=")])}.items():
+        argv += ["--variant", f"{key}={value}"]
+    _one_line_exit_2(tmp_path, capsys, argv, message)
+
+
+def test_compile_refuses_dynamic_cache(tmp_path, capsys):
+    argv = ["capture", "hf", "--device", "cpu", "--engine", "compile", "--steps", "1", "--repeats", "1",
+            "--warmup", "1", "--quiet", "--variant", "cache=dynamic"]
+    for key, value in TINY.items():
+        argv += ["--variant", f"{key}={value}"]
+    _one_line_exit_2(tmp_path, capsys, argv, "variant cache: dynamic")
+
+
+def test_transformers_missing_names_the_extra(tmp_path):
+    # A child process where `import transformers` fails, as on an install without the extra.
+    code = ("import sys; sys.modules['transformers'] = None; from workbench.cli import main; "
+            f"sys.exit(main(['--root', {str(tmp_path)!r}, 'capture', 'hf', '--device', 'cpu', '--quiet']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "pip install 'workbench[hf]'" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_presentation_and_registration():
+    assert "hf" in workloads.names()
+    p = workloads.presentation("hf")
+    assert set(REGIONS) <= set(p.regions) and all(r in p.colors for r in p.regions)
+    assert (p.default_pair.a, p.default_pair.b) == ("eager", "sdpa")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("engine", ["compile", "cudagraph"])
+def test_gpu_engines_match_eager(engine):
+    ref_logits, ref_tokens = _generate({"cache": "static"}, device="cuda")
+    logits, tokens = _generate({"cache": "static"}, engine=engine, device="cuda")
+    assert run.compare(ref_logits, ref_tokens, logits, tokens, "bfloat16")["equal"]
+
+
+@pytest.mark.gpu
+def test_cudagraph_refuses_dynamic_cache():
+    from workbench.errors import WorkbenchError
+
+    with pytest.raises(WorkbenchError, match="variant cache: dynamic"):
+        _generate({"cache": "dynamic"}, engine="cudagraph", device="cuda")
