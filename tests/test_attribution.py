@@ -193,7 +193,7 @@ def _summary_naive(t, by):
     p = project(t)
     if by == "kernel":
         return None
-    keys = {"range": ["range"], "layer": ["layer", "range"], "path": ["path"], "step": ["step"]}[by]
+    keys = {"range": ["range"], "layer": ["layer", "range"], "path": ["path"], "step": ["step"], "phase": ["phase"]}[by]
     g = p.groupby(keys, observed=True, sort=True)["duration"]
     return pd.DataFrame({"kernels": g.size(), "gpu_time_ns": g.sum()}).reset_index()
 

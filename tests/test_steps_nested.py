@@ -120,7 +120,7 @@ def test_top_level_steps_count_and_match_as_before(traces):
 
 def test_steps_numbered_afresh_in_each_window_are_counted_apart(tmp_path):
     """``prefill > step_0`` and ``decode > step_0``: two steps of one name, and their layers
-    matched per window."""
+    matched per window; the step in the prefill window is prefill, not a decode step."""
     path = tmp_path / "windows.json"
     lin, x = torch.nn.Linear(8, 8), torch.ones(2, 8)
     with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof, \
@@ -132,10 +132,15 @@ def test_steps_numbered_afresh_in_each_window_are_counted_apart(tmp_path):
                         lin(x)
     prof.export_chrome_trace(str(path))
     t = workbench.import_file(path)
-    assert list(workbench.launches_per_step(t)["kernels"]) == [1, 1, 1]
+    lp = workbench.launches_per_step(t)
+    assert list(lp["kernels"]) == [1, 1, 1] and list(lp["phase"]) == ["prefill", "decode", "decode"]
     d = workbench.diff(t, t)
-    assert d.steps == {"a": 3, "b": 3}
-    assert d.ranges.set_index("range")["kernels_total_a"].to_dict() == {"decode/layer_00": 2, "prefill/layer_00": 1}
+    assert d.steps == {"a": 2, "b": 2}
+    ranges = d.ranges.set_index("range")
+    assert ranges["kernels_total_a"].to_dict() == {"decode/layer_00": 2, "prefill/layer_00": 1}
+    assert ranges["kernels_a"].to_dict() == {"decode/layer_00": 1.0, "prefill/layer_00": 1.0}
+    assert ranges["phase"].to_dict() == {"decode/layer_00": "decode", "prefill/layer_00": "prefill"}
+    assert d.totals["kernels_per_step_a"] == 1.0 and d.totals["prefill_kernels_a"] == 1
 
 
 def test_a_trace_without_ranges_has_no_steps(tmp_path):
@@ -155,6 +160,7 @@ def test_committed_top_level_trace_is_unchanged():
     t = workbench.open_trace(REPO / "traces" / "h200-kvwrite-fused-eager-torch")
     expected = pd.DataFrame({
         "step": ["step_0", "step_1", "step_2"],
+        "phase": ["decode"] * 3,
         "kernels": [125, 125, 125],
         "gpu_time_ns": [318806, 312507, 315675],
         "wall_ns": [7009545, 6050876, 5710684],

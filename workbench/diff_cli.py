@@ -28,14 +28,14 @@ def _us(ns: float) -> str:
 
 
 def run(args) -> int:
-    from .analysis.diff import STEP_REGEX, check_gates, diff
+    from .analysis.diff import check_gates, diff
     from .textsafe import clean
     from .cli import import_options
     from .trace import open_trace
 
     a = open_trace(args.a, args.root, import_options(args))
     b = open_trace(args.b, args.root, import_options(args))
-    d = diff(a, b, layer_regex=args.layer_regex, step_regex=args.step_regex or STEP_REGEX)
+    d = diff(a, b, layer_regex=args.layer_regex, step_regex=args.step_regex)
     failed = check_gates(d, args.fail_if)
     if args.json:
         from .cli import _records

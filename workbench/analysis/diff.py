@@ -7,8 +7,13 @@ step counts or numbering compare. The step level is that of the kernel's step ra
 depth (:mod:`.steps`): ``decode/step_2/layer_03/kv_write`` -> ``decode/layer_03/kv_write``; a
 kernel launched directly in its step range has the key ``(step)``, wherever the step is.
 Counts are reported per step: ``kernels_a`` of ``layer_03/kv_write`` is the kernels that range
-launches in one step of A (the total over the captured steps divided by the number of steps);
-totals are kept as ``kernels_total_a``. A trace without step ranges counts as one step.
+launches in one step of A (the total over the captured steps divided by the number of decode
+steps); totals are kept as ``kernels_total_a``. A trace without steps counts as one step.
+
+Prefill is its own phase (:mod:`.steps`): a range key in prefill (``prefill/...``; for model
+calls, the first call's step level becomes ``prefill``) is counted per prefill, never divided
+into the decode steps, and stays out of the per-layer table and the per-step totals, which are
+decode work (and work outside any step).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from ..errors import WorkbenchError
 from ..trace.build.attribution import group_sums
 from ..trace.schema import Trace
 from .projection import NO_LAUNCH, NO_RANGE, project
-from .steps import STEP_REGEX, step_parts, trace_steps
+from .steps import DECODE, PHASES, PREFILL, step_parts, trace_steps_info
 
 
 @dataclass
@@ -108,7 +113,9 @@ class _Side:
     p: pd.DataFrame  # the projection
     key: np.ndarray  # per kernel, index into keys
     keys: np.ndarray  # distinct keys, sorted (object array of str)
-    steps: int
+    phase: np.ndarray  # per key: OTHER, PREFILL or DECODE
+    steps: int  # decode steps
+    prefills: int
 
     def sums(self) -> pd.DataFrame:
         """Per key: its first kernel's range name and layer, kernels and GPU time in all steps
@@ -118,12 +125,19 @@ class _Side:
         codes, names = _strings(self.p["range"].array)
         out = pd.DataFrame({
             "name": names[codes[first]], "layer": self.p["layer"].to_numpy()[first],
+            "phase": np.asarray(PHASES, dtype=object)[self.phase],
             "kernels_total": np.bincount(self.key, minlength=nk).astype(np.int64),
             "gpu_time_total_ns": group_sums(self.key, self.p["duration"].to_numpy(), nk),
         }, index=pd.Index(self.keys, name="key"))
-        out["kernels"] = out["kernels_total"] / self.steps
-        out["gpu_time_ns"] = out["gpu_time_total_ns"] / self.steps
+        per = np.where(self.phase == PREFILL, self.prefills, self.steps)
+        out["kernels"] = out["kernels_total"] / per
+        out["gpu_time_ns"] = out["gpu_time_total_ns"] / per
         return out
+
+    def decode_totals(self) -> tuple[int, float]:
+        """Kernels and GPU time (ns) outside prefill: what the per-step totals divide."""
+        outside = self.phase[self.key] != PREFILL
+        return int(outside.sum()), float(self.p["duration"].to_numpy()[outside].sum())
 
     def sequences(self, wanted: list[str]) -> dict[str, list[str]]:
         """Kernel names, in launch order, of the first instance of each wanted range key."""
@@ -150,13 +164,13 @@ class _Side:
         return int(np.bincount(self.key, minlength=len(self.keys))[np.isin(self.keys, labels)].sum())
 
 
-def _side(trace: Trace, step_regex: str, layer_regex: str | None) -> _Side:
+def _side(trace: Trace, step_regex: str | None, layer_regex: str | None) -> _Side:
     """Each kernel's range path with its step level removed: ``step_0/layer_03/kv_write`` ->
     ``layer_03/kv_write``, ``decode/step_0/layer_03`` -> ``decode/layer_03``, ``(step)`` for a
-    kernel launched directly in a step. Made once per range that launched kernels (its path
-    and its step are one) and spread as codes: a million kernels make no strings."""
+    kernel launched directly in a step; a model call taken as the prefill has its step level
+    replaced by ``prefill``. Made once per range that launched kernels (its path and its step
+    are one) and spread as codes: a million kernels make no strings."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     p = project(trace, layer_regex)
     rid = p["range_id"].to_numpy()
@@ -169,14 +183,19 @@ def _side(trace: Trace, step_regex: str, layer_regex: str | None) -> _Side:
     # The labels of the kernels in no range that occur, after the ranges' paths.
     present = [] if every else [c for c in (1, 2) if (status == c).any()]
     labels = [(NO_RANGE, NO_LAUNCH)[c - 1] for c in present]
-    step_r = trace_steps(trace, step_regex)
+    info = trace_steps_info(trace, step_regex)
+    step_r = info.step
     level = np.r_[step_parts(trace, step_regex)[used], np.zeros(len(labels), np.int64)]  # 1 + the step's part, 0: none
+    phase = np.r_[info.phase[used], np.zeros(len(labels), np.int8)]
+    renamed = (phase == PREFILL) & info.calls
     column = pa.array(r["path"], pa.large_string())
     shown_paths = column.take(used)
     # Joined chunk by chunk: an in-memory column can come as a chunked array, which a list
     # given to pa.chunked_array would convert row by row.
     paths = pa.concat_arrays([*getattr(shown_paths, "chunks", [shown_paths]), pa.array(labels, pa.large_string())])
-    codes, keys = step_free(paths, level > 0, level - 1)
+    codes, keys = step_free(paths, level > 0, level - 1, renamed)
+    key_phase = np.zeros(len(keys), dtype=np.int8)
+    key_phase[codes] = phase
     key_r = np.zeros(len(r), dtype=np.int64)
     key_r[used] = codes[:len(used)]
     if every:
@@ -186,31 +205,37 @@ def _side(trace: Trace, step_regex: str, layer_regex: str | None) -> _Side:
         key[status == 0] = key_r[rid[status == 0]]
         for i, c in enumerate(present):
             key[status == c] = codes[len(used) + i]
-    # Steps are counted by path: the ranges of one step on several threads or processes (one
-    # per rank) are one step, and steps numbered afresh in each window (``prefill/step_0``,
+    # Steps are counted by their keys: the ranges of one step on several threads or processes
+    # (one per rank) are one step, and steps numbered afresh in each window (``prefill/step_0``,
     # ``decode/step_0``) are several.
     steps = np.unique(step_r[used])
-    n_steps = pc.count_distinct(column.take(steps[steps >= 0])).as_py()
-    return _Side(p, key, keys, max(n_steps, 1))
+    steps = steps[steps >= 0]
+    n_steps, n_prefills = info.count(DECODE, steps), info.count(PREFILL, steps)
+    return _Side(p, key, keys, key_phase, max(n_steps, 1), max(n_prefills, 1))
 
 
-def step_free(paths: np.ndarray, stepped: np.ndarray, part: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def step_free(paths: np.ndarray, stepped: np.ndarray, part: np.ndarray | None = None,
+              renamed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each of ``paths`` (numpy or Arrow strings) with its step level cut out where ``stepped``:
     its "/"-separated part number ``part`` (default 0: a top-level step), ``(step)`` for a path
-    that ends there. Returned as codes into the distinct results, sorted; by Arrow, which makes
-    Python strings only of those."""
+    that ends there; where ``renamed``, the level becomes ``prefill`` instead. Returned as
+    codes into the distinct results, sorted; by Arrow, which makes Python strings only of
+    those."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     keys = pa.array(paths, pa.large_string())
     part = np.zeros(len(paths), dtype=np.int64) if part is None else np.asarray(part)
+    renamed = np.zeros(len(paths), dtype=bool) if renamed is None else np.asarray(renamed, dtype=bool)
     # One pass per distinct place of the step (a program has one or two: its steps nest alike).
-    for d in np.unique(part[stepped]):
-        sel = stepped & (part == d)
+    for d, into in {(int(d), bool(r)) for d, r in zip(part[stepped], renamed[stepped])}:
+        sel = stepped & (part == d) & (renamed == into)
         sub = keys.filter(pa.array(sel))
-        above = "[^/]*/" * int(d)  # spelled out: RE2 bounds a counted repetition at 1000
-        rest = pc.replace_substring_regex(sub, pattern=f"^({above})[^/]*/", replacement=r"\1", max_replacements=1)
-        cut = pc.if_else(pc.match_substring_regex(sub, f"^{above}[^/]*/"), rest, pa.scalar("(step)", pa.large_string()))
+        above = "[^/]*/" * d  # spelled out: RE2 bounds a counted repetition at 1000
+        rest = pc.replace_substring_regex(sub, pattern=f"^({above})[^/]*/",
+                                          replacement=r"\1prefill/" if into else r"\1", max_replacements=1)
+        end = "prefill" if into else "(step)"
+        cut = pc.if_else(pc.match_substring_regex(sub, f"^{above}[^/]*/"), rest, pa.scalar(end, pa.large_string()))
         keys = pc.replace_with_mask(keys, pa.array(sel), cut)
     encoded = pc.dictionary_encode(keys)
     distinct = encoded.dictionary
@@ -249,7 +274,7 @@ def align(seq_a: list[str], seq_b: list[str]) -> Alignment:
     return Alignment(ops)
 
 
-def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str = STEP_REGEX) -> TraceDiff:
+def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str | None = None) -> TraceDiff:
     """Compare two traces range by range; see the module docstring for the matching rule."""
     from ..trace import open_trace
 
@@ -261,6 +286,7 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
     r = ka.join(kb, how="outer", lsuffix="_a", rsuffix="_b")
     r["status"] = np.where(r["kernels_a"].isna(), "only_b", np.where(r["kernels_b"].isna(), "only_a", "both"))
     r["name"] = r["name_a"].fillna(r["name_b"])
+    r["phase"] = r["phase_a"].fillna(r["phase_b"])
     r["layer"] = r["layer_a"].fillna(r["layer_b"]).astype(np.int64)
     for col in ("kernels", "gpu_time_ns", "kernels_total", "gpu_time_total_ns"):
         for s in ("a", "b"):
@@ -272,7 +298,7 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
     with np.errstate(divide="ignore", invalid="ignore"):
         r["delta_gpu_time_pct"] = np.where(r["gpu_time_ns_a"] > 0, 100.0 * r["delta_gpu_time_ns"] / r["gpu_time_ns_a"], np.nan)
     r = r.reset_index().rename(columns={"key": "range"})
-    r = r[["range", "name", "layer", "status", "kernels_a", "kernels_b", "delta_kernels", "gpu_time_ns_a",
+    r = r[["range", "name", "layer", "phase", "status", "kernels_a", "kernels_b", "delta_kernels", "gpu_time_ns_a",
            "gpu_time_ns_b", "delta_gpu_time_ns", "delta_gpu_time_pct", "kernels_total_a", "kernels_total_b",
            "gpu_time_total_ns_a", "gpu_time_total_ns_b"]]
 
@@ -286,12 +312,15 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
             memo[pair] = align(list(pair[0]), list(pair[1]))
         alignments[k] = memo[pair]
 
-    layers = _layers(r)
+    layers = _layers(r[r["phase"] != "prefill"])
+    (ka_dec, ga_dec), (kb_dec, gb_dec) = fa.decode_totals(), fb.decode_totals()
     totals = {
         "steps_a": na, "steps_b": nb,
-        "kernels_per_step_a": len(fa.key) / na, "kernels_per_step_b": len(fb.key) / nb,
-        "gpu_time_per_step_ns_a": float(fa.p["duration"].sum()) / na,
-        "gpu_time_per_step_ns_b": float(fb.p["duration"].sum()) / nb,
+        "kernels_per_step_a": ka_dec / na, "kernels_per_step_b": kb_dec / nb,
+        "gpu_time_per_step_ns_a": ga_dec / na, "gpu_time_per_step_ns_b": gb_dec / nb,
+        "prefill_kernels_a": len(fa.key) - ka_dec, "prefill_kernels_b": len(fb.key) - kb_dec,
+        "prefill_gpu_time_ns_a": float(fa.p["duration"].sum()) - ga_dec,
+        "prefill_gpu_time_ns_b": float(fb.p["duration"].sum()) - gb_dec,
         "kernels_a": len(fa.key), "kernels_b": len(fb.key),
         "common_ranges": int((r["status"] == "both").sum()),
         "only_a_ranges": int((r["status"] == "only_a").sum()),

@@ -2,12 +2,13 @@
 call on the launching thread (found at import: ``kernels.range_id``), and through it to a
 range path, a step and a layer.
 
-Columns added to the kernels': ``range`` (the innermost range's name), ``path`` (its path,
-``decode/step_2/layer_03/kv_write``), ``step`` (the name of the kernel's step range, the
-outermost range whose name matches ``steps.STEP_REGEX`` above the innermost one, at any depth:
-``step_2``; for a kernel in no step, the name of its top-level range, so a trace without
-step ranges groups by its top-level ranges), ``layer`` (see :func:`range_layers`, -1 for
-none), ``status`` and ``duration`` (end - start, ns). A kernel outside every range has the
+Columns added to the kernels': ``range`` (the innermost range's label: its name with the layer
+taken out, ``model.layers.3.self_attn`` -> ``self_attn``, see :mod:`.layers`), ``path`` (its
+path, ``decode/step_2/layer_03/kv_write``), ``step`` (the label of the kernel's step, see
+:mod:`.steps`: ``step_2``, or ``prefill`` / ``step_i`` for a model call; for a kernel in no
+step, the name of its top-level range, so a trace without steps groups by its top-level
+ranges), ``layer`` (see :func:`range_layers`, -1 for none), ``phase`` (``prefill``, ``decode`` or
+``other``: see :mod:`.steps`), ``status`` and ``duration`` (end - start, ns). A kernel outside every range has the
 label ``(no range)`` as its range, path and step, one without a launch record
 ``(no launch record)``.
 
@@ -26,8 +27,8 @@ from ..trace.build.nesting import climb
 from ..trace.names import code_dtype
 from ..trace.options import DEFAULT
 from ..trace.schema import Trace
-from .layers import layer_pattern
-from .steps import step_groups
+from .layers import label_parts
+from .steps import PHASES, step_groups, trace_steps_info
 
 NO_RANGE = "(no range)"
 NO_LAUNCH = "(no launch record)"
@@ -38,9 +39,7 @@ def range_layers(ranges: pd.DataFrame, pattern: str | None = None) -> np.ndarray
     n = len(ranges)
     if not n:
         return np.full(0, -1, dtype=np.int64)
-    rx = layer_pattern(pattern)
-    cats = ranges["name"].cat.categories
-    by_cat = np.array([int(m.group(1)) if (m := rx.search(str(c))) else -1 for c in cats], dtype=np.int64)
+    by_cat = label_parts(ranges["name"].cat.categories.astype(str), pattern)[0]
     codes = ranges["name"].cat.codes.to_numpy()
     own = np.where(codes >= 0, by_cat[np.maximum(codes, 0)], -1)
     # A range without a layer of its own takes that of its nearest ancestor with one.
@@ -57,6 +56,19 @@ def trace_layers(trace: Trace, pattern: str | None = None) -> np.ndarray:
     return trace.memo[key]
 
 
+def trace_labels(trace: Trace, pattern: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per range: its label's code (-1: a range with no name) into the distinct labels,
+    sorted (see :mod:`.layers`); computed once per pattern."""
+    key = f"range_labels:{pattern}"
+    if key not in trace.memo:
+        name = trace.columns("ranges", ["name"])["name"]
+        labels, inv = np.unique(label_parts(name.cat.categories.astype(str), pattern)[1], return_inverse=True)
+        codes = name.cat.codes.to_numpy()
+        trace.memo[key] = (np.where(codes >= 0, inv.reshape(-1)[np.maximum(codes, 0)] if len(inv) else -1, -1)
+                           .astype(np.int32), labels.astype(object))
+    return trace.memo[key]
+
+
 def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     """Kernels with ``range_id``, ``range`` (innermost name), ``path``, ``layer``, ``status``,
     ``step`` (step range name, else top-level range name) and ``duration``: see the module
@@ -70,7 +82,7 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     # Only the columns used here: a fresh import may still be making the ranges' paths and
     # the kernels' launch names, which are waited for where they are needed.
     k = trace.columns("kernels", ["range_id", "launch_tid", "start", "end"])
-    r = trace.columns("ranges", ["name", "parent"])
+    r = trace.columns("ranges", ["parent"])
     rid = k["range_id"].to_numpy()
     has = rid >= 0
     # The ranges of the kernels in one: rid itself when every kernel is in a range (the
@@ -86,21 +98,25 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
         # Arrow sorts the paths (only those a kernel shows) without the GIL while the rest
         # is made here.
         sorting = pool.submit(lambda: _sorted_distinct(trace.columns("ranges", ["path"])["path"], shown > 0))
-        names, inv = np.unique(np.asarray(r["name"].cat.categories.astype(str), dtype=object), return_inverse=True)
-        codes = r["name"].cat.codes.to_numpy()
-        name_codes = np.where(codes >= 0, inv.reshape(-1)[codes], -1).astype(np.int32)
-        group = step_groups(trace)
+        name_codes, names = trace_labels(trace, layer_regex)
+        group_codes, group_labels = step_groups(trace)
         if len(within) == len(k):
             layers = trace_layers(trace, layer_regex)[within]
         else:
             layers = np.full(len(k), -1, dtype=np.int64)
             if len(within):
                 layers[has] = trace_layers(trace, layer_regex)[within]
+        phase_r = trace_steps_info(trace).phase
+        if len(within) == len(k):
+            phase = phase_r[within]
+        else:
+            phase = np.zeros(len(k), dtype=np.int8)
+            phase[has] = phase_r[within]
         status = (~has).astype(np.int8)
         if nolaunch_any:
             status[nolaunch] = 2
         in_range = _spread(name_codes, names, within, has, nolaunch, shown)
-        step = _spread(name_codes[group], names, within, has, nolaunch, shown)
+        step = _spread(group_codes, group_labels, within, has, nolaunch, shown)
         paths, path_codes = sorting.result()
     added = {
         "duration": k["end"].to_numpy() - k["start"].to_numpy(),
@@ -109,6 +125,7 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
         "step": step,
         "layer": layers,
         "status": pd.Categorical.from_codes(status, categories=["range", "no_range", "no_launch"]),
+        "phase": pd.Categorical.from_codes(phase, categories=list(PHASES)),
     }
     # The kernels' columns (range_id included) shared, not copied, and the new arrays taken as
     # they are (assigning a column would copy each).

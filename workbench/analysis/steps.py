@@ -1,41 +1,88 @@
-"""Steps: which range is the step of each range, the one rule every per-step count uses
-(launches per step, the report's launches, the projection's ``step`` column, the per-step
-summary and the diff's step-free range keys).
+"""Steps and phases: which range is the step of each range, and whether it is prefill or
+decode work; the one rule every per-step count uses (launches per step, the report's
+launches, the projection's ``step`` column, the per-step summary and the diff).
 
-A *step range* is a range whose name matches the step regex (``step_0``, ``ProfilerStep#3``)
-and that has no ancestor whose name matches it: the outermost step-named range on its branch,
-at any depth. So a program that wraps its steps in a window range (``decode > step_2 >
-layer_03``, ``generate > ProfilerStep#3``) has the same steps as one whose steps are the
-top-level ranges. Every range at or below a step range belongs to that step, and a kernel to
-the step of its innermost range. A trace without step-named ranges has no steps.
+**Named steps.** A *step range* is a range whose name matches the step regex (``step_0``,
+``ProfilerStep#3``) and that has no ancestor whose name matches it: the outermost step-named
+range on its branch, at any depth. So a program that wraps its steps in a window range
+(``decode > step_2 > layer_03``, ``generate > ProfilerStep#3``) has the same steps as one whose
+steps are the top-level ranges.
 
-Worked out per range, never per kernel (a 10M-kernel trace has far fewer ranges), by the
-pointer doubling of :func:`~workbench.trace.build.nesting.climb`: no loop over depths.
+**Model calls.** A trace with no step-named range but with layer ranges (a ``generate`` loop
+recorded with ``annotate_modules``, torch.profiler's ``nn.Module:`` events, another tool's
+NVTX) takes each call of the model as a step: the outermost range that holds each layer at
+most once and holds at least one (``LlamaForCausalLM`` around ``model.layers.0..15``; not the
+``generate`` window around many calls). Among the calls under one parent (a window, or the
+trace's top level), the first is the prefill and the rest are decode steps, labelled
+``prefill``, ``step_0``, ``step_1``, ... as the workbench's own runner names them. Wrap each
+``generate`` in a window (``wb.window``) so each has its prefill.
+
+**Phases.** A range is *prefill* when it or an ancestor matches the prefill regex
+(``prefill``: the runner's range) or it is in a model call taken as the prefill; *decode* when
+it is in a step and not prefill; *other* otherwise (set-up, ranges outside steps). Per-step
+numbers count decode steps only; prefill is its own phase.
+
+Regexes come from the call, else from the trace's manifest (``analysis.step_regex`` /
+``analysis.prefill_regex``, set by ``workbench import --step-regex/--prefill-regex``), else the
+defaults. Worked out per range, never per kernel, by pointer doubling (``climb``) and
+vectorized passes over depth: no Python loop over ranges.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ..trace.build.nesting import climb
 from ..trace.schema import Trace
+from .layers import label_parts
 
 STEP_REGEX = r"^(step|ProfilerStep)"
+PREFILL_REGEX = r"^prefill"
+PHASES = ("other", "prefill", "decode")
+OTHER, PREFILL, DECODE = range(3)
+
+
+@dataclass
+class Steps:
+    """Per range of a trace: ``step`` (its step range's id, -1: in none), ``phase`` (OTHER,
+    PREFILL, DECODE) and, at each step range's id, ``label`` (its name, or ``prefill`` /
+    ``step_i`` for a model call) and ``key`` (its parent's path and its label: the same step on
+    several threads or ranks has one key)."""
+
+    step: np.ndarray
+    phase: np.ndarray
+    label: np.ndarray
+    key: np.ndarray
+    calls: bool  # steps are model calls, not named ranges
+
+    def ids(self, phase: int | None = None) -> np.ndarray:
+        """The step ranges (of one phase), in id order."""
+        ids = np.flatnonzero(self.step == np.arange(len(self.step)))
+        return ids if phase is None else ids[self.phase[ids] == phase]
+
+    def count(self, phase: int = DECODE, among: np.ndarray | None = None) -> int:
+        """Steps of a phase (those of ``among``, step range ids, if given), counted by key."""
+        ids = self.ids(phase) if among is None else among[self.phase[among] == phase]
+        return len(set(self.key[ids].tolist()))
+
+
+def _matches(names: pd.Series, regex: str) -> np.ndarray:
+    """Per range: whether its name matches (the regex runs once per distinct name)."""
+    rx = re.compile(regex)
+    by_cat = np.array([bool(rx.search(str(c))) for c in names.cat.categories], dtype=bool)
+    codes = names.cat.codes.to_numpy()
+    return np.where(codes >= 0, by_cat[np.maximum(codes, 0)], False) if len(by_cat) else np.zeros(len(codes), bool)
 
 
 def step_of_ranges(ranges: pd.DataFrame, step_regex: str = STEP_REGEX) -> np.ndarray:
-    """The step range of each range (its id; itself for a step range), -1 for a range in no
-    step. ``ranges`` needs the columns ``name`` (categorical) and ``parent``."""
+    """The named step range of each range (its id; itself for a step range), -1 for a range
+    in no step. ``ranges`` needs the columns ``name`` (categorical) and ``parent``."""
     parent = ranges["parent"].to_numpy()
-    rx = re.compile(step_regex)
-    # The regex runs once per distinct name, not once per range.
-    names = ranges["name"]
-    by_cat = np.array([bool(rx.search(str(c))) for c in names.cat.categories], dtype=bool)
-    codes = names.cat.codes.to_numpy()
-    named = np.where(codes >= 0, by_cat[np.maximum(codes, 0)], False) if len(by_cat) else np.zeros(len(codes), bool)
+    named = _matches(ranges["name"], step_regex)
     if not named.any():
         return np.full(len(parent), -1, dtype=np.int64)
     near = climb(parent, named)[0]  # the nearest step-named range at or above each range
@@ -48,26 +95,121 @@ def step_of_ranges(ranges: pd.DataFrame, step_regex: str = STEP_REGEX) -> np.nda
     return np.where(near >= 0, outer[np.maximum(near, 0)], -1)
 
 
-def trace_steps(trace: Trace, step_regex: str = STEP_REGEX) -> np.ndarray:
-    """:func:`step_of_ranges` of the trace's ranges, computed once per regex (the projection,
-    the summaries and the diff of one trace all need it)."""
-    key = f"range_steps:{step_regex}"
+def _up(node: np.ndarray, parent: np.ndarray, sel: np.ndarray) -> None:
+    node[sel] = parent[node[sel]]
+
+
+def model_calls(parent: np.ndarray, own_layer: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """The model call (see the module docstring) of each range, -1 for none. ``own_layer``:
+    the layer each range's own name holds (-1: none)."""
+    n = len(parent)
+    none = np.full(n, -1, dtype=np.int64)
+    has = own_layer >= 0
+    if not has.any():
+        return none
+    nearest = climb(parent, has)[0]
+    above = np.where(parent >= 0, nearest[np.maximum(parent, 0)], -1)
+    roots = np.flatnonzero(has & (above < 0))  # layer ranges with no layer range above them
+    depth = climb(parent)[1]
+    # Two layer ranges of the same layer: their lowest common ancestor and everything above it
+    # holds that layer twice. Consecutive ones (by layer, then time) find every such ancestor.
+    order = roots[np.lexsort((start[roots], own_layer[roots]))]
+    pairs = np.flatnonzero(own_layer[order][1:] == own_layer[order][:-1])
+    a, b = order[pairs].copy(), order[pairs + 1].copy()
+    while (deeper := depth[a] > depth[b]).any():
+        _up(a, parent, deeper)
+    while (deeper := depth[b] > depth[a]).any():
+        _up(b, parent, deeper)
+    while (apart := (a != b) & (a >= 0)).any():
+        _up(a, parent, apart)
+        _up(b, parent, apart)
+    twice = np.zeros(n, dtype=bool)
+    node = np.unique(a[a >= 0])
+    while len(node):
+        node = node[~twice[node]]
+        twice[node] = True
+        node = parent[node]
+        node = node[node >= 0]
+    top = ~twice & ((parent < 0) | twice[np.maximum(parent, 0)])
+    call = climb(parent, top)[0]
+    call[twice] = -1
+    is_call = np.zeros(n, dtype=bool)
+    is_call[call[roots]] = True
+    return np.where((call >= 0) & is_call[np.maximum(call, 0)], call, none)
+
+
+def _resolve(trace: Trace, step_regex: str | None, prefill_regex: str | None) -> tuple[str, str]:
+    chosen = trace.meta.get("analysis") if isinstance(trace.meta.get("analysis"), dict) else {}
+    return (step_regex or chosen.get("step_regex") or STEP_REGEX,
+            prefill_regex or chosen.get("prefill_regex") or PREFILL_REGEX)
+
+
+def trace_steps_info(trace: Trace, step_regex: str | None = None, prefill_regex: str | None = None) -> Steps:
+    """The :class:`Steps` of a trace, computed once per pair of regexes."""
+    step_regex, prefill_regex = _resolve(trace, step_regex, prefill_regex)
+    key = f"steps:{step_regex}:{prefill_regex}"
     if key not in trace.memo:
-        trace.memo[key] = step_of_ranges(trace.columns("ranges", ["name", "parent"]), step_regex)
+        trace.memo[key] = _steps(trace, step_regex, prefill_regex)
     return trace.memo[key]
 
 
-def step_groups(trace: Trace) -> np.ndarray:
-    """The range each range is counted under per step: its step range, else its root. A
-    trace without step ranges is so grouped by its top-level ranges (e.g. the top-level
-    ``cpu_op`` work units of a CPU capture), as it always was."""
-    step = trace_steps(trace)
-    if (step >= 0).all():
-        return step
-    return np.where(step >= 0, step, roots(trace.columns("ranges", ["parent"])["parent"].to_numpy()))
+def _steps(trace: Trace, step_regex: str, prefill_regex: str) -> Steps:
+    r = trace.columns("ranges", ["name", "parent", "start"])
+    parent = r["parent"].to_numpy()
+    n = len(parent)
+    step = step_of_ranges(r, step_regex)
+    calls = not (step >= 0).any()
+    names = np.asarray(r["name"].cat.categories.astype(str), dtype=object)
+    codes = r["name"].cat.codes.to_numpy()
+    if calls:
+        own_by_cat = label_parts(names)[0]
+        own = np.where(codes >= 0, own_by_cat[np.maximum(codes, 0)], -1) if len(names) else np.full(n, -1)
+        step = model_calls(parent, own, r["start"].to_numpy())
+    ids = np.flatnonzero(step == np.arange(n))
+    prefill = climb(parent, _matches(r["name"], prefill_regex))[0] >= 0 if n else np.zeros(0, bool)
+    label = np.full(n, "", dtype=object)
+    if calls and len(ids):
+        # Per parent, in time order: the first call is the prefill, the others step_0, step_1...
+        order = ids[np.lexsort((r["start"].to_numpy()[ids], parent[ids]))]
+        first = np.r_[True, parent[order][1:] != parent[order][:-1]]
+        rank = np.arange(len(order)) - np.maximum.accumulate(np.where(first, np.arange(len(order)), 0))
+        label[order] = np.where(first, "prefill", np.char.add("step_", (rank - 1).astype(str)).astype(object))
+        prefill[order[first]] = True
+        prefill = prefill | (np.where(step >= 0, prefill[np.maximum(step, 0)], False))
+    elif len(ids):
+        label[ids] = names[codes[ids]] if len(names) else ""
+    phase = np.where(prefill, PREFILL, np.where(step >= 0, DECODE, OTHER)).astype(np.int8)
+    key = np.full(n, "", dtype=object)
+    if len(ids):
+        paths = trace.columns("ranges", ["path"])["path"]
+        up = parent[ids]
+        above = np.array([paths.iat[p] + "/" if p >= 0 else "" for p in up.tolist()], dtype=object)
+        key[ids] = above + label[ids]
+    return Steps(step, phase, label, key, calls)
 
 
-def step_parts(trace: Trace, step_regex: str = STEP_REGEX) -> np.ndarray:
+def trace_steps(trace: Trace, step_regex: str | None = None) -> np.ndarray:
+    """The step range of each range (its id), -1 for none: see :class:`Steps`."""
+    return trace_steps_info(trace, step_regex).step
+
+
+def step_groups(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """What each range is counted under per step, as codes into labels: its step's label,
+    else its root's name. A trace without steps is so grouped by its top-level ranges (e.g.
+    the top-level ``cpu_op`` work units of a CPU capture), as it always was."""
+    info = trace_steps_info(trace)
+    r = trace.columns("ranges", ["name", "parent"])
+    names = np.asarray(r["name"].cat.categories.astype(str), dtype=object)
+    codes = r["name"].cat.codes.to_numpy()
+    root = roots(r["parent"].to_numpy())
+    root_names = np.where(codes[root] >= 0, names[np.maximum(codes[root], 0)], "") if len(names) else \
+        np.full(len(root), "", dtype=object)
+    text = np.where(info.step >= 0, info.label[np.maximum(info.step, 0)], root_names)
+    group_codes, labels = pd.factorize(np.asarray(text, dtype=object), sort=True)
+    return group_codes.astype(np.int64), np.asarray(labels, dtype=object)
+
+
+def step_parts(trace: Trace, step_regex: str | None = None) -> np.ndarray:
     """Per range: 1 + the place of its step range's part among the "/"-separated parts of its
     path, the part the diff cuts out (``decode/step_2/layer_03``: 2, ``step_2`` being part 1),
     0 for a range in no step. The parts above a step are counted in its parent's path, so a name there that

@@ -8,10 +8,10 @@ import pandas as pd
 from ..errors import WorkbenchError
 from ..trace.build.attribution import group_sums
 from ..trace.schema import Trace
-from .projection import NO_LAUNCH, NO_RANGE, trace_layers
-from .steps import STEP_REGEX, step_groups, trace_steps
+from .projection import NO_LAUNCH, NO_RANGE, trace_labels, trace_layers
+from .steps import PHASES, step_groups, trace_steps_info
 
-BY = ("range", "layer", "kernel", "path", "step")
+BY = ("range", "layer", "kernel", "path", "step", "phase")
 
 
 def _labels(values) -> pd.Categorical:
@@ -22,13 +22,17 @@ def _labels(values) -> pd.Categorical:
 def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> pd.DataFrame:
     """Kernel counts and GPU time grouped ``by``:
 
-    - ``range``: innermost range name (``kv_write`` over all layers and steps), with the
-      number of range instances that launched kernels and kernels per instance;
-    - ``layer``: (layer index, innermost range name); kernels outside any layer are layer -1;
+    - ``range``: innermost range label (``kv_write`` over all layers and steps; a name with a
+      layer in it counts without it, ``model.layers.3.self_attn`` as ``self_attn``: see
+      :mod:`.layers`), with the number of range instances that launched kernels and kernels
+      per instance;
+    - ``layer``: (layer index, innermost range label); kernels outside any layer are layer -1;
     - ``kernel``: kernel short name, with mean/min/max duration;
     - ``path``: full range path (``step_0/layer_03/kv_write``);
     - ``step``: the step range (``step_0``, ``ProfilerStep#3``, at any depth: see
-      :mod:`.steps`), else the top-level range: launches per step.
+      :mod:`.steps`; ``prefill`` / ``step_i`` for model calls), else the top-level range:
+      launches per step;
+    - ``phase``: ``prefill``, ``decode`` (kernels in decode steps) and ``other``.
 
     Unattributed kernels appear as ``(no range)`` / ``(no launch record)`` rows, never dropped.
 
@@ -52,13 +56,16 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> 
     if by == "path":
         codes, paths = pd.factorize(trace.columns("ranges", ["path"])["path"].to_numpy(dtype=object)[used])
         keys = {"path": (codes, np.asarray(paths, dtype=object))}
+    elif by == "step":
+        group_codes, group_labels = step_groups(trace)
+        keys = {"step": (group_codes[used], group_labels)}
+    elif by == "phase":
+        keys = {"phase": (trace_steps_info(trace).phase[used].astype(np.int64), np.asarray(PHASES, dtype=object))}
     else:
-        name = trace.columns("ranges", ["name"])["name"]
-        names = np.r_[np.asarray(name.cat.categories.astype(str), dtype=object), [""]]
-        name_codes = np.where(name.cat.codes.to_numpy() >= 0, name.cat.codes.to_numpy(), len(names) - 1).astype(np.int64)
-        if by == "step":
-            keys = {"step": (name_codes[step_groups(trace)[used]], names)}
-        elif by == "layer":
+        label_codes, labels = trace_labels(trace, layer_regex)
+        names = np.r_[labels, [""]]
+        name_codes = np.where(label_codes >= 0, label_codes, len(names) - 1).astype(np.int64)
+        if by == "layer":
             layers = trace_layers(trace, layer_regex)[used]
             keys = {"layer": (layers, None), "range": (name_codes[used], names)}
         else:
@@ -74,7 +81,7 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> 
         frame["instances"] = np.bincount(group, minlength=len(group_keys)).astype(np.int64)
     frame = pd.DataFrame(frame)
     if extra:  # one row per kind of unattributed kernel, merged with a range of that name if any
-        rows = pd.DataFrame([{**{k: (-1 if k == "layer" else label) for k in keys}, **{c: t[c] for c in sums},
+        rows = pd.DataFrame([{**{k: {"layer": -1, "phase": PHASES[0]}.get(k, label) for k in keys}, **{c: t[c] for c in sums},
                               **({"instances": 0} if by == "range" else {})} for label, t in extra])
         frame = pd.concat([frame, rows], ignore_index=True).groupby(list(keys), sort=False).sum().reset_index()
     out = frame.astype({c: np.int64 for c in frame.columns if c not in keys or c == "layer"})
@@ -113,25 +120,28 @@ def _by_kernel(trace: Trace) -> pd.DataFrame:
     return out.sort_values(["gpu_time_ns", "kernel"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
-def launches_per_step(trace: Trace, step_regex: str = STEP_REGEX) -> pd.DataFrame:
-    """Kernels launched (and their GPU time) inside each step range (see :mod:`.steps`: the
-    outermost step-named range on its branch, at any depth), in time order. Summed from the
-    per-range totals: no kernel row is read."""
-    cols = ["step", "kernels", "gpu_time_ns", "wall_ns"]
+def launches_per_step(trace: Trace, step_regex: str | None = None, phase: str | None = None) -> pd.DataFrame:
+    """Kernels launched (and their GPU time) inside each step (see :mod:`.steps`: the
+    outermost step-named range on its branch, at any depth, else each model call), in time
+    order, with its ``phase`` (``prefill`` or ``decode``); ``phase`` keeps only that one.
+    Summed from the per-range totals: no kernel row is read."""
+    cols = ["step", "phase", "kernels", "gpu_time_ns", "wall_ns"]
     if not trace.rows("ranges"):
         return pd.DataFrame(columns=cols)
-    step = trace_steps(trace, step_regex)
-    steps = np.flatnonzero(step == np.arange(len(step)))
+    info = trace_steps_info(trace, step_regex)
+    steps = info.ids(None if phase is None else PHASES.index(phase))
     if not len(steps):
         return pd.DataFrame(columns=cols)
-    r = trace.columns("ranges", ["name", "start", "end", "kernels", "gpu_time_ns"])
+    step = info.step
+    r = trace.columns("ranges", ["start", "end", "kernels", "gpu_time_ns"])
     inside = step >= 0
     n = len(r)
     counts = group_sums(step[inside], r["kernels"].to_numpy()[inside], n)
     times = group_sums(step[inside], r["gpu_time_ns"].to_numpy()[inside], n)
     steps = steps[np.argsort(r["start"].to_numpy()[steps], kind="stable")]
     return pd.DataFrame({
-        "step": r["name"].astype(str).to_numpy()[steps],
+        "step": info.label[steps].astype(str),
+        "phase": np.asarray(PHASES, dtype=object)[info.phase[steps]],
         "kernels": counts[steps],
         "gpu_time_ns": times[steps],
         "wall_ns": (r["end"].to_numpy() - r["start"].to_numpy())[steps],

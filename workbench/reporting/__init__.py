@@ -64,7 +64,7 @@ def report(base, fix, *more, html: str | os.PathLike | None = None, md: str | os
     (unless ``allow_mixed``), or an output path that is a directory or in a missing folder;
     nothing is written unless every output rendered.
     """
-    from ..analysis.diff import STEP_REGEX, diff
+    from ..analysis.diff import diff
     from ..errors import WorkbenchError
     from . import build, markdown, output
     from .inputs import is_sweep_file, load_sweep, load_traces
@@ -81,7 +81,7 @@ def report(base, fix, *more, html: str | os.PathLike | None = None, md: str | os
     more = tuple(traces)
     inputs = load_traces(base, fix, more, root=root, allow_mixed=allow_mixed)
     sw = load_sweep(sweep) if sweep is not None else None
-    d = diff(inputs[0].trace, inputs[1].trace, layer_regex=layer_regex, step_regex=STEP_REGEX)
+    d = diff(inputs[0].trace, inputs[1].trace, layer_regex=layer_regex)
     model = build.build(inputs, d, sw, title=title, allow_mixed=allow_mixed)
     result = Result(markdown.render(model), model, _inputs=inputs, _diff=d, _sweep=sw)
     files = {}

@@ -13,15 +13,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..analysis.diff import STEP_REGEX, step_free
+from ..analysis.diff import step_free
 from ..analysis.steps import step_parts, trace_steps
 from ..analysis.projection import project, trace_layers
 from ..errors import WorkbenchError
-from ..analysis.layers import layer_pattern
+from ..analysis.layers import label_parts
 from ..trace.schema import Trace
 
 
-def range_keys(trace: Trace, step_regex: str = STEP_REGEX) -> pd.Series:
+def range_keys(trace: Trace, step_regex: str | None = None) -> pd.Series:
     """The step-free key of every range (indexed like ``trace.ranges``)."""
     r = trace.ranges
     if not len(r):
@@ -32,7 +32,7 @@ def range_keys(trace: Trace, step_regex: str = STEP_REGEX) -> pd.Series:
     return pd.Series(keys[codes], index=r.index)
 
 
-def instances(trace: Trace, key: str, step_regex: str = STEP_REGEX) -> pd.DataFrame:
+def instances(trace: Trace, key: str, step_regex: str | None = None) -> pd.DataFrame:
     """Ranges (rows of ``trace.ranges``) whose key or full path is ``key``, earliest first."""
     r = trace.ranges
     if not len(r):
@@ -48,14 +48,15 @@ def layer_instance(trace: Trace, layer: int, layer_regex: str | None = None) -> 
     r = trace.ranges
     if not len(r):
         return None
-    rx = layer_pattern(layer_regex)
-    own = r["name"].astype(str).map(lambda s: bool(rx.search(s))).to_numpy()
+    own_by_name = label_parts(r["name"].cat.categories.astype(str), layer_regex)[0] >= 0
+    codes = r["name"].cat.codes.to_numpy()
+    own = np.where(codes >= 0, own_by_name[np.maximum(codes, 0)], False) if len(own_by_name) else np.zeros(len(codes), dtype=bool)
     lay = trace_layers(trace, layer_regex)
     sel = r[own & (lay == int(layer))].sort_values(["start", "depth"], kind="stable")
     return int(sel["id"].iloc[0]) if len(sel) else None
 
 
-def first_step(trace: Trace, step_regex: str = STEP_REGEX) -> int | None:
+def first_step(trace: Trace, step_regex: str | None = None) -> int | None:
     """Range id of the first step: the earliest step range (``step_0``, ``ProfilerStep#3``, at
     any depth), else the longest top-level range; None without ranges."""
     r = trace.ranges
@@ -71,7 +72,7 @@ def first_step(trace: Trace, step_regex: str = STEP_REGEX) -> int | None:
     return int(longest["id"].iloc[0]) if len(longest) else None
 
 
-def resolve(trace: Trace, where=None, step_regex: str = STEP_REGEX) -> int | None:
+def resolve(trace: Trace, where=None, step_regex: str | None = None) -> int | None:
     """A range id from ``where``: an int range id, ``("layer", n)``, or a key/path string
     (first instance). ``None`` means the first step (or None for a trace without ranges)."""
     if where is None:
@@ -108,7 +109,7 @@ class Window:
         return str(self.ranges["path"].iloc[0])
 
 
-def window(trace: Trace, where=None, *, max_kernels: int = 20000, step_regex: str = STEP_REGEX) -> Window:
+def window(trace: Trace, where=None, *, max_kernels: int = 20000, step_regex: str | None = None) -> Window:
     """The range instance named by ``where`` (see :func:`resolve`) with its descendants and
     kernels. A trace without ranges gives its first ``max_kernels`` kernels."""
     p = project(trace)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..analysis.diff import STEP_REGEX
 from ..textfmt import MICRO
 from .colors import RANGE_FILL, kernel_color, range_color, trace_presentation
 from .common import OTHER_COLOR, OTHER_KERNELS, SIDE_LEGEND, esc, labelled, layout, top_names, us
 
 
 def timeline(trace, where=None, *, title: str | None = None, max_kernels: int = 20000, max_legend: int = 15,
-             step_regex: str = STEP_REGEX):
+             step_regex: str | None = None):
     """Gantt of one range instance: its NVTX / record_function ranges on rows above (one row
     per nesting depth) and its kernels below (one row per stream), coloured by kernel; time in
     µs from the window start. ``where``: ``None`` (the first step), a range key or path

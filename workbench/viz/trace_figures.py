@@ -2,28 +2,23 @@
 
 from __future__ import annotations
 
-import re
-
 import pandas as pd
 
-from ..analysis.diff import STEP_REGEX
 from ..analysis.projection import project
+from ..analysis.steps import trace_steps_info
 from ..textfmt import MICRO
 from .colors import SIDE, kernel_color, range_color, trace_presentation, variant_color
 from .common import OTHER_COLOR, OTHER_KERNELS, OTHER_RANGES, SIDE_LEGEND, esc, labelled, layout, top_names, us
 
 
-def _n_steps(p: pd.DataFrame, step_regex: str) -> int:
-    rx = re.compile(step_regex)
-    steps = [s for s in p.loc[p["status"] == "range", "step"].astype(str).unique() if rx.search(s)]
-    return max(len(steps), 1)
 
 
-def range_composition(traces, metric: str = "gpu_time", per_step: bool = True, step_regex: str = STEP_REGEX,
+def range_composition(traces, metric: str = "gpu_time", per_step: bool = True, step_regex: str | None = None,
                       max_kernels: int = 15, max_ranges: int = 30):
     """What each range is made of: stacked bars per range name (innermost range, summed over
     layers), one stack segment per kernel, coloured by kernel. With several traces the x axis
-    groups ranges under each trace label. ``metric``: ``gpu_time`` (µs) or ``kernels``."""
+    groups ranges under each trace label. ``metric``: ``gpu_time`` (µs) or ``kernels``.
+    ``per_step``: decode work per decode step (prefill left out), else everything captured."""
     import plotly.graph_objects as go
 
     if metric not in ("gpu_time", "kernels"):
@@ -32,7 +27,10 @@ def range_composition(traces, metric: str = "gpu_time", per_step: bool = True, s
     rows = []
     for label, t in items:
         p = project(t)
-        n = _n_steps(p, step_regex) if per_step else 1
+        n = 1
+        if per_step:
+            p = p[p["phase"] != "prefill"]
+            n = max(trace_steps_info(t, step_regex).count(), 1)
         g = p.groupby(["range", "short_name"], observed=True, sort=True)["duration"]
         df = pd.DataFrame({"kernels": g.size() / n, "gpu_time": g.sum() / n / 1000.0}).reset_index()
         df["trace"] = label
@@ -75,7 +73,7 @@ def range_composition(traces, metric: str = "gpu_time", per_step: bool = True, s
     return fig
 
 
-def launches_per_step(traces, step_regex: str = STEP_REGEX):
+def launches_per_step(traces, step_regex: str | None = None):
     """Kernel launches in each step, one bar group per trace (hover: GPU time and wall time)."""
     import plotly.graph_objects as go
 
