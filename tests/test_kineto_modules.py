@@ -24,22 +24,39 @@ FIXTURE = Path(__file__).parent / "data" / "kineto-llama-modules.json.gz"
 LLAMA = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2)
 
 
-def record(path: Path, *, layers: int = 4, new_tokens: int = 3, annotate: str | None = None) -> Path:
-    """A CPU trace of ``generate`` on a tiny random Llama, optionally in a record_function range."""
+def profiled(path: Path, run, *, cuda: bool = False) -> Path:
+    """``run()`` recorded by torch.profiler with stacks and modules, exported to ``path``."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+    with torch.no_grad(), profile(activities=activities, with_stack=True, with_modules=True) as prof:
+        run()
+        if cuda:
+            torch.cuda.synchronize()
+    prof.export_chrome_trace(str(path))
+    return path
+
+
+def record(path: Path, *, layers: int = 4, new_tokens: int = 3, annotate: str | None = None,
+           device: str = "cpu") -> Path:
+    """A trace of ``generate`` on a tiny random Llama, optionally in a record_function range."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import record_function
 
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(num_hidden_layers=layers, **LLAMA)).eval()
-    ids = torch.randint(0, 256, (1, 8))
-    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], with_stack=True, with_modules=True) as prof:
+    config = transformers.LlamaConfig(num_hidden_layers=layers, **LLAMA)
+    model = transformers.LlamaForCausalLM(config).to(device).eval()
+    ids = torch.randint(0, 256, (1, 8), device=device)
+
+    def run():
         with record_function(annotate) if annotate else nullcontext():
             # min_new_tokens: a random model's greedy tokens must not end the generation early
             model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
                            min_new_tokens=new_tokens, do_sample=False)
-    prof.export_chrome_trace(str(path))
-    return path
+
+    return profiled(path, run, cuda=device == "cuda")
 
 
 @pytest.fixture(scope="module")
@@ -97,19 +114,29 @@ def test_module_events_are_the_ranges_of_a_trace_without_annotations(llama):
     assert {n.rsplit("_", 1)[0] for n in dropped} == {"nn.Module: Linear", "nn.Module: SiLUActivation"}
 
 
-def test_cpu_work_units_fall_inside_the_module_ranges(llama):
-    trace = workbench.import_file(llama)
-    assert trace.meta["source"]["work_units"] == "cpu_op"
+def assert_launched_inside(trace):
+    """Each work unit launched in a forward call is attributed to the innermost module range
+    open at its launch, and the others to none."""
     k, r = trace.kernels, trace.ranges.set_index("id")
     inside = k[k["range_id"] >= 0]
     assert trace.meta["attribution"]["range"]["kernels"] == len(inside) > 0
     owner = r.loc[inside["range_id"]]
-    assert (inside["start"].to_numpy() >= owner["start"].to_numpy()).all()
-    assert (inside["end"].to_numpy() <= owner["end"].to_numpy()).all()
-    # Every op run in a forward call is in one of its modules' ranges.
+    assert (inside["launch_start"].to_numpy() >= owner["start"].to_numpy()).all()
+    assert (inside["launch_start"].to_numpy() < owner["end"].to_numpy()).all()
     top = r[r["depth"] == 0]
-    in_forward = sum(((k["start"] >= s) & (k["end"] <= e)).sum() for s, e in zip(top["start"], top["end"]))
+    launched = k["launch_start"].to_numpy()
+    in_forward = sum(((launched >= s) & (launched < e)).sum() for s, e in zip(top["start"], top["end"]))
     assert in_forward == len(inside)
+
+
+def test_cpu_work_units_fall_inside_the_module_ranges(llama):
+    trace = workbench.import_file(llama)
+    assert trace.meta["source"]["work_units"] == "cpu_op"
+    assert_launched_inside(trace)
+    k, r = trace.kernels, trace.ranges.set_index("id")
+    # A CPU op is its own launch: it lies inside its range.
+    inside = k[k["range_id"] >= 0]
+    assert (inside["end"].to_numpy() <= r.loc[inside["range_id"], "end"].to_numpy()).all()
     # q_proj's, k_proj's, v_proj's and o_proj's ops are the attention's own.
     attention = r[r["name"].astype(str).str.startswith("nn.Module: LlamaAttention_")]
     assert len(attention) == 12
@@ -130,7 +157,7 @@ def test_a_record_function_range_is_the_only_range(annotated):
 
 @pytest.mark.parametrize("which", ["fixture", "recorded", "annotated"])
 def test_scanner_and_library_read_module_events_alike(request, tmp_path, monkeypatch, which):
-    path = unzip(FIXTURE, tmp_path) if which == "fixture" else request.getfixturevalue("llama" if which == "recorded" else which)
+    path = unzip(FIXTURE, tmp_path) if which == "fixture" else request.getfixturevalue({"recorded": "llama"}.get(which, which))
     fast, all_scanned = outcome(path, monkeypatch, True)
     assert all_scanned, "the scanner declined a piece of a real trace"
     plain, _ = outcome(path, monkeypatch, False)
@@ -183,3 +210,42 @@ def test_odd_module_events_read_alike(tmp_path, monkeypatch):
     fast, _ = outcome(path, monkeypatch, True)
     plain, _ = outcome(path, monkeypatch, False)
     assert fast == plain and "nn.Module event ts" in fast
+
+
+@pytest.mark.gpu
+def test_gpu_kernels_fall_inside_the_module_ranges(tmp_path):
+    trace = workbench.import_file(record(tmp_path / "gpu.json", device="cuda"))
+    assert trace.meta["source"]["work_units"] == "kernel"
+    assert_thinned(trace, layers=4, calls=3)
+    assert_launched_inside(trace)
+    # q_proj's, k_proj's, v_proj's and o_proj's GEMMs are the attention's own kernels.
+    attention = trace.ranges[trace.ranges["name"].astype(str).str.startswith("nn.Module: LlamaAttention_")]
+    assert len(attention) == 12 and (attention["kernels"] >= 4).all()
+
+
+# (model, a class kept as a layer's direct child, a class below it, dropped), on a forward call.
+ARCHITECTURES = [
+    # MixtralSparseMoeBlock ends with "Block" but lies in a layer: a child, its experts dropped.
+    ("MixtralForCausalLM", dict(LLAMA, num_local_experts=4, num_experts_per_tok=2),
+     "MixtralSparseMoeBlock", "MixtralExperts"),
+    ("GPT2LMHeadModel", dict(vocab_size=256, n_embd=64, n_head=4, n_positions=64, bos_token_id=0, eos_token_id=0),
+     "GPT2Attention", "Conv1D"),
+    ("BertModel", dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_attention_heads=4),
+     "BertAttention", "BertSelfAttention"),
+]
+
+
+@pytest.mark.parametrize("model,config,child,dropped", ARCHITECTURES, ids=[a[0] for a in ARCHITECTURES])
+def test_layers_of_other_architectures(tmp_path, model, config, child, dropped):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cls = getattr(transformers, model)
+    layers = "n_layer" if model.startswith("GPT2") else "num_hidden_layers"
+    m = cls(cls.config_class(**config, **{layers: 2})).eval()
+    path = profiled(tmp_path / "forward.json", lambda: m(torch.randint(0, 256, (1, 8))))
+    trace = workbench.import_file(path)
+    kept = {n.rsplit("_", 1)[0] for n in trace.ranges["name"].astype(str)}
+    recorded = {n.rsplit("_", 1)[0] for n in module_names(path)}
+    assert PREFIX + child in kept and PREFIX + dropped in recorded - kept
+    assert trace.ranges["path"].astype(str).map(below_layer).max() == 1
