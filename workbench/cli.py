@@ -56,10 +56,25 @@ def import_options(args):
     return ImportOptions(threads=args.threads, memory="release")
 
 
+def add_phase_args(s) -> None:
+    """--step-regex / --prefill-regex: which ranges are steps and which are prefill."""
+    s.add_argument("--step-regex", default=None,
+                   help="ranges that are steps, at any depth (default: ^(step|ProfilerStep); a trace without "
+                        "any takes each model call as a step)")
+    s.add_argument("--prefill-regex", default=None, help="ranges that are prefill work (default: ^prefill)")
+
+
+def apply_phase_args(trace, args) -> None:
+    from .analysis.steps import set_phases
+
+    set_phases(trace, args.step_regex, args.prefill_regex)
+
+
 def cmd_import(args) -> int:
     from .trace import import_file, save
 
     trace = import_file(args.src, import_options(args))
+    apply_phase_args(trace, args)
     name = args.name or _default_name(args.src)
     path = save(trace, name, args.root, overwrite=args.force, raw=[args.src] if args.keep_raw else None)
     counts = ", ".join(f"{v} {k}" for k, v in trace.meta["counts"].items())
@@ -85,6 +100,7 @@ def cmd_summary(args) -> int:
     from .trace import open_trace
 
     trace = open_trace(args.trace, args.root, import_options(args))
+    apply_phase_args(trace, args)
     df = summary(trace, by=args.by, layer_regex=args.layer_regex)
     if not args.json:
         from .textsafe import clean
@@ -100,6 +116,7 @@ def cmd_sql(args) -> int:
     from .trace import open_trace
 
     trace = open_trace(args.trace, args.root, import_options(args))
+    apply_phase_args(trace, args)
     project(trace, args.layer_regex)
     _print_table(trace.sql(args.query), args.json)
     return 0
@@ -126,12 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--force", action="store_true", help="replace a stored trace of the same name")
     s.add_argument("--keep-raw", action="store_true",
                    help="also keep SRC itself in the trace directory, under raw/ (gzipped)")
+    add_phase_args(s)
     s.set_defaults(func=cmd_import)
 
-    s = sub.add_parser("summary", help="kernel counts and GPU time per range, layer, kernel, path or step")
+    s = sub.add_parser("summary", help="kernel counts and GPU time per range, layer, kernel, path, step or phase")
     s.add_argument("trace", help="stored trace name or directory, or any importable file")
-    s.add_argument("--by", choices=("range", "layer", "kernel", "path", "step"), default="range")
+    s.add_argument("--by", choices=("range", "layer", "kernel", "path", "step", "phase"), default="range")
     s.add_argument("--layer-regex", default=None, help="regex whose first group is the layer index")
+    add_phase_args(s)
     s.add_argument("--json", action="store_true", help="print a JSON list of rows")
     s.set_defaults(func=cmd_summary)
 
@@ -139,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("trace")
     s.add_argument("query")
     s.add_argument("--layer-regex", default=None)
+    add_phase_args(s)
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_sql)
 

@@ -9,11 +9,13 @@ from .textfmt import MICRO_ASCII, num, us
 
 
 def add_parser(sub) -> None:
+    from .cli import add_phase_args
+
     s = sub.add_parser("diff", help="compare two traces range by range (which kernels were fused away)")
     s.add_argument("a", help="base trace (stored name/dir or capture file)")
     s.add_argument("b", help="changed trace")
     s.add_argument("--layer-regex", default=None)
-    s.add_argument("--step-regex", default=None, help="top-level ranges that are steps (default: ^(step|ProfilerStep))")
+    add_phase_args(s)
     s.add_argument("--top", type=int, default=10, help="changed ranges to show (default 10)")
     s.add_argument("--json", action="store_true", help="print a JSON list of per-range rows")
     s.add_argument("--fail-if", action="append", default=[], metavar="GATE",
@@ -30,12 +32,14 @@ def _us(ns: float) -> str:
 def run(args) -> int:
     from .analysis.diff import check_gates, diff
     from .textsafe import clean
-    from .cli import import_options
+    from .cli import apply_phase_args, import_options
     from .trace import open_trace
 
     a = open_trace(args.a, args.root, import_options(args))
     b = open_trace(args.b, args.root, import_options(args))
-    d = diff(a, b, layer_regex=args.layer_regex, step_regex=args.step_regex)
+    for t in (a, b):
+        apply_phase_args(t, args)
+    d = diff(a, b, layer_regex=args.layer_regex)
     failed = check_gates(d, args.fail_if)
     if args.json:
         from .cli import _records

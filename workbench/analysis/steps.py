@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..errors import WorkbenchError
 from ..trace.build.nesting import climb
 from ..trace.schema import Trace
 from .layers import label_parts
@@ -136,6 +137,25 @@ def model_calls(parent: np.ndarray, own_layer: np.ndarray, start: np.ndarray) ->
     is_call = np.zeros(n, dtype=bool)
     is_call[call[roots]] = True
     return np.where((call >= 0) & is_call[np.maximum(call, 0)], call, none)
+
+
+def set_phases(trace: Trace, step_regex: str | None = None, prefill_regex: str | None = None) -> None:
+    """Record in the trace's manifest which ranges are steps and which are prefill (each regex
+    given replaces the one recorded); a stored trace saved afterwards keeps them. Results
+    worked out before with other regexes are dropped."""
+    chosen = {}
+    for flag, regex in (("step_regex", step_regex), ("prefill_regex", prefill_regex)):
+        if regex is None:
+            continue
+        try:
+            re.compile(regex)
+        except re.error as e:
+            raise WorkbenchError(f"--{flag.replace('_', '-')} {regex!r}", f"not a valid regular expression: {e}") from None
+        chosen[flag] = regex
+    if chosen:
+        trace.meta["analysis"] = {**(trace.meta.get("analysis") or {}), **chosen}
+        trace.memo.clear()
+        trace.views.pop("projected", None)
 
 
 def _resolve(trace: Trace, step_regex: str | None, prefill_regex: str | None) -> tuple[str, str]:

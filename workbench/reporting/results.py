@@ -43,13 +43,13 @@ def _stat_cell(s: dict, unit: str = "ms") -> str:
 
 
 def launches(inp: Input) -> dict | None:
-    """Kernels and GPU time per step instance (the step ranges of
+    """Kernels and GPU time per decode step instance (the decode steps of
     :func:`workbench.analysis.launches_per_step`: outermost step-named ranges at any depth,
-    each counted even when it launched nothing), from the per-range totals; None without
-    step ranges."""
+    else model calls, each counted even when it launched nothing; prefill left out), from the
+    per-range totals; None without decode steps."""
     from ..analysis import launches_per_step
 
-    lp = launches_per_step(inp.trace)
+    lp = launches_per_step(inp.trace, phase="decode")
     if not len(lp):
         return None
     k = sorted(int(x) for x in lp["kernels"])

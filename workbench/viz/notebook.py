@@ -289,10 +289,11 @@ def _workload(names, root: Path) -> str | None:
 
 
 def step_times(trace, label: str | None = None) -> dict:
-    """GPU time per step of a trace as a sweep-like record (median/min/max over its steps, ms)."""
+    """GPU time per decode step of a trace as a sweep-like record (median/min/max over its
+    decode steps, ms)."""
     from ..analysis.tables import launches_per_step
 
-    df = launches_per_step(trace)
+    df = launches_per_step(trace, phase="decode")
     ms = df["gpu_time_ns"].to_numpy(dtype=float) / 1e6 if len(df) else np.array([np.nan])
     return {"variant": label or trace.label, "median_ms": float(np.median(ms)), "min_ms": float(ms.min()),
             "max_ms": float(ms.max()), "steps": int(len(df))}
