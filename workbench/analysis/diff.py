@@ -12,8 +12,11 @@ steps); totals are kept as ``kernels_total_a``. A trace without steps counts as 
 
 Prefill is its own phase (:mod:`.steps`): a range key in prefill (``prefill/...``; for model
 calls, the first call's step level becomes ``prefill``) is counted per prefill, never divided
-into the decode steps, and stays out of the per-layer table and the per-step totals, which are
-decode work (and work outside any step).
+into the decode steps, and stays out of the per-layer table. The per-step totals
+(``kernels_per_step_a``) count the kernels in decode steps; work outside every step (set-up,
+a ``generate`` loop's own ops between model calls) is counted per step in its own rows and
+in ``outside_steps_kernels_a``, not in those totals. A trace without steps is one step of all
+its non-prefill work.
 """
 
 from __future__ import annotations
@@ -114,8 +117,9 @@ class _Side:
     key: np.ndarray  # per kernel, index into keys
     keys: np.ndarray  # distinct keys, sorted (object array of str)
     phase: np.ndarray  # per key: OTHER, PREFILL or DECODE
-    steps: int  # decode steps
+    steps: int  # decode steps (1 for a trace with none)
     prefills: int
+    stepped: bool  # the trace has decode steps
 
     def sums(self) -> pd.DataFrame:
         """Per key: its first kernel's range name and layer, kernels and GPU time in all steps
@@ -135,9 +139,11 @@ class _Side:
         return out
 
     def decode_totals(self) -> tuple[int, float]:
-        """Kernels and GPU time (ns) outside prefill: what the per-step totals divide."""
-        outside = self.phase[self.key] != PREFILL
-        return int(outside.sum()), float(self.p["duration"].to_numpy()[outside].sum())
+        """Kernels and GPU time (ns) that the per-step totals divide: those in decode steps,
+        or for a trace without steps everything but prefill."""
+        phase = self.phase[self.key]
+        counted = phase == DECODE if self.stepped else phase != PREFILL
+        return int(counted.sum()), float(self.p["duration"].to_numpy()[counted].sum())
 
     def sequences(self, wanted: list[str]) -> dict[str, list[str]]:
         """Kernel names, in launch order, of the first instance of each wanted range key."""
@@ -158,6 +164,10 @@ class _Side:
         codes, names = _strings(p["short_name"].array)
         cuts = np.flatnonzero(key[1:] != key[:-1]) + 1
         return {self.keys[k[0]]: names[codes[r]].tolist() for k, r in zip(np.split(key, cuts), np.split(rows, cuts))}
+
+    def count_phase(self, phase: int) -> int:
+        """Kernels whose key is of ``phase``."""
+        return int((self.phase[self.key] == phase).sum())
 
     def count(self, labels: tuple[str, ...]) -> int:
         """Kernels whose key is one of ``labels``."""
@@ -211,7 +221,7 @@ def _side(trace: Trace, step_regex: str | None, layer_regex: str | None) -> _Sid
     steps = np.unique(step_r[used])
     steps = steps[steps >= 0]
     n_steps, n_prefills = info.count(DECODE, steps), info.count(PREFILL, steps)
-    return _Side(p, key, keys, key_phase, max(n_steps, 1), max(n_prefills, 1))
+    return _Side(p, key, keys, key_phase, max(n_steps, 1), max(n_prefills, 1), n_steps > 0)
 
 
 def step_free(paths: np.ndarray, stepped: np.ndarray, part: np.ndarray | None = None,
@@ -318,9 +328,9 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
         "steps_a": na, "steps_b": nb,
         "kernels_per_step_a": ka_dec / na, "kernels_per_step_b": kb_dec / nb,
         "gpu_time_per_step_ns_a": ga_dec / na, "gpu_time_per_step_ns_b": gb_dec / nb,
-        "prefill_kernels_a": len(fa.key) - ka_dec, "prefill_kernels_b": len(fb.key) - kb_dec,
-        "prefill_gpu_time_ns_a": float(fa.p["duration"].sum()) - ga_dec,
-        "prefill_gpu_time_ns_b": float(fb.p["duration"].sum()) - gb_dec,
+        "prefill_kernels_a": fa.count_phase(PREFILL), "prefill_kernels_b": fb.count_phase(PREFILL),
+        "outside_steps_kernels_a": len(fa.key) - ka_dec - fa.count_phase(PREFILL),
+        "outside_steps_kernels_b": len(fb.key) - kb_dec - fb.count_phase(PREFILL),
         "kernels_a": len(fa.key), "kernels_b": len(fb.key),
         "common_ranges": int((r["status"] == "both").sum()),
         "only_a_ranges": int((r["status"] == "only_a").sum()),
