@@ -30,9 +30,12 @@ hooks open nothing while ``torch.compiler.is_compiling()``: modules called insid
 code (``torch.compile(model)``, ``model.compile()``, or the children of a compiled
 ``forward``) get no range, and their kernels fall in the enclosing eager range (the range of a
 module whose hooks ran eagerly around the compiled call, or the caller's own). What dynamo
-keeps of the hook is a store to a module flag, replayed after each compiled call; the next
-eager hook or ``remove()`` warns once that ranges inside compiled code were not recorded (a
-warning raised while tracing would itself break the graph).
+keeps of the hook is a store to a module flag (no guard, so no recompile), replayed after each
+compiled call; the next eager hook or ``remove()`` warns once that ranges inside compiled code
+were not recorded (a warning raised while tracing would itself break the graph). Under
+``workbench capture --modules``, torch also warns that ``torch.compile(model)`` makes its global
+hooks fire once more, for the wrapper: harmless here, the wrapper is named by its class name
+and not selected by default.
 
 CUDA graphs. Hooks are Python: they run when a graph is captured, not when it is replayed. The
 ranges exist around the capture (where nsys ties each graph node to the ranges open when it
@@ -60,9 +63,17 @@ DEFAULT_INCLUDE = (
     _OUTSIDE_LAYERS + r"(?:.*\.)?(?:lm_head|embed_out)$",  # the head
 )
 
-# Set by a hook dynamo traces (a dict store is a side effect it replays, not a graph break);
-# read by eager code, which warns once.
-_compiled = {"seen": False, "warned": False}
+
+class _Compiled:
+    """``seen`` is set by a hook dynamo traces and read by eager code, which warns once. An
+    attribute store is a side effect dynamo replays after the graph, guarding nothing; a store
+    into a dict would guard every value in it, and the warning's flip would recompile."""
+
+    seen = False
+    warned = False
+
+
+_compiled = _Compiled()
 
 
 class _Open(threading.local):
@@ -109,12 +120,16 @@ def _patterns(what: str, value) -> list:
 
 def tree_names(root) -> list[tuple[str, object]]:
     """(range name, module) for ``root`` and its submodules: paths relative to ``root``, the
-    root itself by its class name."""
+    root itself by its class name. ``torch.compile(model)`` holds ``model`` as ``_orig_mod``:
+    its modules are named as if unwrapped, the wrapper by its class name."""
+    inner = getattr(root, "_orig_mod", None)
+    if inner is not None and callable(getattr(inner, "named_modules", None)):
+        return [(type(root).__name__, root), *tree_names(inner)]
     return [(path or type(root).__name__, m) for path, m in root.named_modules()]
 
 
 def _warn_compiled() -> None:
-    _compiled["warned"] = True
+    _compiled.warned = True
     warnings.warn("workbench.annotate_modules: modules called inside torch.compile'd code get no range "
                   "(their kernels fall in the enclosing range)", stacklevel=3)
 
@@ -127,9 +142,9 @@ def _hooks(annotation_of):
 
     def pre(module, args):
         if is_compiling():
-            _compiled["seen"] = True
+            _compiled.seen = True
             return
-        if _compiled["seen"] and not _compiled["warned"]:
+        if _compiled.seen and not _compiled.warned:
             _warn_compiled()
         ann = annotation_of(module)
         if ann is not None:
@@ -165,7 +180,7 @@ class ModuleRanges:
         handles, self._handles = self._handles, []
         for h in handles:
             h.remove()
-        if _compiled["seen"] and not _compiled["warned"]:
+        if _compiled.seen and not _compiled.warned:
             _warn_compiled()
 
     def __enter__(self):
@@ -206,8 +221,8 @@ def annotate_modules(model, include=None, exclude=None, *, domain: str | None = 
 def annotate_called_modules(include=None, exclude=None, *, domain: str | None = None) -> ModuleRanges:
     """:func:`annotate_modules` for every module this process calls, through torch's global
     module hooks (the hooks of ``workbench capture --modules``). A module is named when it is
-    first called (see the module docstring); ``names`` grows as selected modules are called,
-    and ``remove()`` warns when none was."""
+    first called (see the module docstring); ``names`` grows as selected modules are called
+    (still empty at the end: the selection matched no module the process called)."""
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
     select = Selection(include, exclude)
@@ -236,17 +251,4 @@ def annotate_called_modules(include=None, exclude=None, *, domain: str | None = 
 
     pre, post = _hooks(annotation_of)
     handles = [register_module_forward_pre_hook(pre), register_module_forward_hook(post, always_call=True)]
-    return _CalledModuleRanges(handles, names, select)
-
-
-class _CalledModuleRanges(ModuleRanges):
-    def __init__(self, handles: list, names: dict, select: Selection):
-        super().__init__(handles, names)
-        self._select = select
-
-    def remove(self) -> None:
-        removing = bool(self._handles)
-        super().remove()
-        if removing and not self._names:
-            warnings.warn(f"workbench --modules: {self._select.describe()} matched no module the program called",
-                          stacklevel=2)
+    return ModuleRanges(handles, names)

@@ -4,6 +4,7 @@
     workbench capture mypkg.mod:WORKLOAD --variant k=v          (a workload plugin)
     workbench capture --call mymodel:run --backend nsys         (a module:function, timed)
     workbench capture --backend nsys [--windows] -- python model.py --batch 8
+    workbench capture --modules ['self_attn$'] -- python hf_model.py   (a range per nn.Module call)
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ def add_parser(subparsers) -> None:
     s.add_argument("--name", help="stored trace name (default: from the script, function or workload variant)")
     s.add_argument("--windows", action="store_true", help="COMMAND: record only the first window the program opens "
                    "(workbench.window(), or cudaProfilerStart/Stop), not the whole run")
+    s.add_argument("--modules", nargs="?", const=True, default=False, metavar="REGEX",
+                   help="COMMAND (a Python program): a range around each call of the program's nn.Modules whose "
+                        "path matches REGEX (default: decoder layers and their children, embeddings, final norm, "
+                        "head; see wb.annotate_modules)")
     s.add_argument("--keep-raw", action="store_true", help="store the raw capture (.nsys-rep / Kineto JSON, gzipped) "
                    "beside the tables")
     s.add_argument("--variant", action="append", metavar="KEY=VALUE", default=[],
@@ -69,11 +74,18 @@ def run(args) -> int:
 
     what = _which(args)
     root, progress = getattr(args, "root", None), not args.quiet
+    if args.modules is not False and what != "-- COMMAND":
+        from ..errors import WorkbenchError
+
+        # A workload names its own ranges; a function can call wb.annotate_modules(model) itself.
+        raise WorkbenchError("--modules", f"applies to -- COMMAND only, not {what} (in a function, use "
+                             "wb.annotate_modules(model))")
     if what == "-- COMMAND":
         from .command import capture_command
 
         trace = capture_command(args.command_argv, backend=args.backend, name=args.name, root=root,
-                                windows=args.windows, keep_raw=args.keep_raw, overwrite=args.force, progress=progress)
+                                windows=args.windows, keep_raw=args.keep_raw, overwrite=args.force, progress=progress,
+                                modules=args.modules)
     elif what == "--call":
         from .calls import profile_call
 

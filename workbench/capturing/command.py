@@ -7,7 +7,10 @@
   bootstrap in ``program.py``: torch.profiler over the whole run, or over the first window.
 
 Python programs run through the bootstrap under both backends, so the manifest gets the
-program's own exit status, wall time, windows and environment. Everything is checked before
+program's own exit status, wall time, windows and environment, and ``modules`` can hook the
+program's ``nn.Module`` calls from inside it (``workbench capture --modules [REGEX]``: a range
+per selected module, as ``wb.annotate_modules`` gives; see ``module_ranges.py``). A command
+that is not a Python program cannot take ``modules``. Everything is checked before
 the program starts; the trace is built in a temporary directory and stored atomically, so a
 failure (the program's or ours) stores nothing.
 """
@@ -39,7 +42,23 @@ def default_name(command: list[str], prog, backend: str) -> str:
     return safe_name(f"{stem}-{backend}", f"command-{backend}")
 
 
-def _check_command(command: list[str], backend: str):
+def _modules_env(modules: bool | str) -> dict:
+    """The bootstrap's ``WORKBENCH_CAPTURE_MODULES``: the regex, empty for the default
+    selection; checked here so a bad regex stops the capture before the program starts."""
+    from ..module_ranges import Selection
+
+    if modules is True or modules == "":
+        return {programs.ENV_MODULES: ""}
+    if not isinstance(modules, str):
+        raise WorkbenchError("capture modules", f"True or a regex, not {modules!r}")
+    try:
+        Selection(modules)
+    except WorkbenchError as e:
+        raise WorkbenchError(f"--modules {modules!r}", e.problem) from None
+    return {programs.ENV_MODULES: modules}
+
+
+def _check_command(command: list[str], backend: str, modules: bool | str = False):
     if not command:
         raise WorkbenchError("capture", "no command given (workbench capture [options] -- COMMAND [ARGS...])")
     if backend not in BACKENDS:
@@ -47,6 +66,9 @@ def _check_command(command: list[str], backend: str):
     if shutil.which(command[0]) is None:
         raise WorkbenchError(command[0], "command not found")
     prog = programs.parse(command)
+    if prog is None and modules not in (None, False):
+        raise WorkbenchError(shlex.join(command), "--modules hooks the modules of a Python program (python "
+                             "script.py, python -m module, or a console script), not of any other command")
     if prog is None and backend == "torch":
         raise WorkbenchError(shlex.join(command), "the torch backend records Python programs (python script.py, "
                              "python -m module, or a console script): use --backend nsys for any other command")
@@ -61,28 +83,32 @@ def _check_command(command: list[str], backend: str):
 
 def capture_command(command: list[str], *, backend: str = "torch", name: str | None = None,
                     root: str | Path | None = None, windows: bool = False, keep_raw: bool = False,
-                    overwrite: bool = False, progress: bool = True):
+                    overwrite: bool = False, progress: bool = True, modules: bool | str = False):
     """Run ``command`` recorded by ``backend`` and store the trace; returns the ``Trace``.
 
+    ``modules``: True (the default selection) or a regex: a range around each selected
+    ``nn.Module`` call of the program (a Python program only; None or False: none).
     A program that exits non-zero raises :class:`ProgramFailed` (nothing stored); so does a
     ``windows`` run that opened no window or left one open.
     """
     from .store_capture import store_new, target_free
 
     command = [str(c) for c in command]
-    prog = _check_command(command, backend)
+    prog = _check_command(command, backend, modules)
+    extra_env = _modules_env(modules) if modules not in (None, False) else {}
     name = name or default_name(command, prog, backend)
     target_free(name, root, overwrite)
     line = shlex.join(command)
     with tempfile.TemporaryDirectory(prefix="workbench-capture-") as tmp:
         with Phases(progress).phase("run", line):
-            run = _run(command, prog, backend, windows, Path(tmp))
+            run = _run(command, prog, backend, windows, Path(tmp), extra_env)
         _check_run(run, line, windows)
-        return store_new(run["trace_file"], _manifest(command, line, backend, windows, run), name, root=root,
-                         overwrite=overwrite, keep_raw=keep_raw, progress=progress)
+        manifest = _manifest(command, line, backend, windows, run, extra_env.get(programs.ENV_MODULES))
+        return store_new(run["trace_file"], manifest, name, root=root, overwrite=overwrite, keep_raw=keep_raw,
+                         progress=progress)
 
 
-def _run(command: list[str], prog, backend: str, windows: bool, workdir: Path) -> dict:
+def _run(command: list[str], prog, backend: str, windows: bool, workdir: Path, extra_env: dict) -> dict:
     result_path, kineto = workdir / "result.json", workdir / "kineto.json"
     if prog is not None:
         mode = "windows" if windows else "whole"
@@ -93,11 +119,11 @@ def _run(command: list[str], prog, backend: str, windows: bool, workdir: Path) -
     if backend == "nsys":
         from .nsys_backend import profile_command
 
-        env = programs.child_env({"WORKBENCH_CAPTURE_WINDOWS": "nsys"} if windows else None)
+        env = programs.child_env({**extra_env, **({"WORKBENCH_CAPTURE_WINDOWS": "nsys"} if windows else {})})
         rep, code, tool = profile_command(inner, workdir, windows, env)
         trace_file = rep
     else:
-        code, tool, trace_file = subprocess.run(inner, env=programs.child_env()).returncode, None, kineto
+        code, tool, trace_file = subprocess.run(inner, env=programs.child_env(extra_env)).returncode, None, kineto
     wall = time.perf_counter() - started
     result = json.loads(result_path.read_text()) if result_path.exists() else {}
     if "error" in result:
@@ -123,7 +149,8 @@ def _check_run(run: dict, line: str, windows: bool) -> None:
         raise WorkbenchError("capture", f"{line}: nothing was recorded{why}")
 
 
-def _manifest(command: list[str], line: str, backend: str, windows: bool, run: dict) -> dict:
+def _manifest(command: list[str], line: str, backend: str, windows: bool, run: dict, modules: str | None) -> dict:
+    """``modules``: None (no module ranges), "" (the default selection) or the regex."""
     w = run["windows"] or {"opened": None, "recorded": None}
     return {
         "capture": {"kind": "command", "backend": backend, "device": run["device"], "command": command,
@@ -131,7 +158,7 @@ def _manifest(command: list[str], line: str, backend: str, windows: bool, run: d
                     "exit_status": run["exit_status"], "wall_s": round(run["wall_s"], 6),
                     "windows": {"mode": "windows" if windows else "whole", "opened": w["opened"],
                                 "recorded": w["recorded"] if windows else None},
-                    "process_argv": list(sys.orig_argv)},
+                    "modules": modules, "process_argv": list(sys.orig_argv)},
         "env": run["env"],
         "timing": {"timer": "host", "wall_ms": _one(run["wall_s"] * 1e3)},
     }

@@ -13,6 +13,12 @@ ranges and ``cudaProfilerStart/Stop`` calls seen as they are under nsys; ``none`
 records from outside), and
 writes RESULT: exit status, wall time, windows, the environment. The program's own output
 goes where it would have gone.
+
+With ``WORKBENCH_CAPTURE_MODULES`` set (``workbench capture --modules [REGEX]``: the regex, or
+empty for the default selection) the bootstrap imports torch before the program starts and
+registers torch's global module hooks (``module_ranges.annotate_called_modules``): every
+selected module the program calls gets a range, under either backend. The variable is taken
+out of the environment the program sees.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+ENV_MODULES = "WORKBENCH_CAPTURE_MODULES"
 
 # Interpreter options that take a value (``-X dev``, ``-W error``); the rest are single flags.
 _VALUED = ("-X", "-W", "--check-hash-based-pycs")
@@ -164,19 +172,33 @@ def _run(kind: str, target: str, args: list[str]) -> tuple[int, dict]:
     return 0, windows
 
 
+def _have_torch(result_path: str, what: str) -> bool:
+    """Whether torch imports here; if not, RESULT says why (the capture's one-line error)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError as e:
+        with open(result_path, "w") as fh:
+            json.dump({"error": f"{what} needs torch in this interpreter, {sys.executable} ({e})"}, fh)
+        return False
+    return True
+
+
 def _main(argv: list[str]) -> int:
     result_path, backend, mode, trace, sep, kind, target, *args = argv
     from . import window
     from .env import environment
 
+    modules = os.environ.pop(ENV_MODULES, None)
+    if (backend == "torch" and not _have_torch(result_path, "the torch backend")) or \
+            (modules is not None and not _have_torch(result_path, "--modules")):
+        return 2
+    ranges = None
+    if modules is not None:
+        from ..module_ranges import annotate_called_modules
+
+        ranges = annotate_called_modules(modules or None)
     recorder = None
     if backend == "torch":
-        try:
-            import torch  # noqa: F401
-        except ImportError as e:
-            with open(result_path, "w") as fh:
-                json.dump({"error": f"the torch backend needs torch in this interpreter, {sys.executable} ({e})"}, fh)
-            return 2
         from .torch_backend import TorchRecorder
 
         recorder = TorchRecorder(Path(trace))
@@ -193,6 +215,11 @@ def _main(argv: list[str]) -> int:
         wall = time.perf_counter() - started
         if recorder is not None:
             recorder.stop()  # a window left open still ends the profiler cleanly
+        if ranges is not None:
+            ranges.remove()
+            if not ranges.names:
+                what = repr(modules) if modules else "(the default selection)"
+                print(f"workbench: warning: --modules {what} matched no module the program called", file=sys.stderr)
     used = sys.modules.get("torch")  # the program's torch, if it imported one
     device = "cuda" if used is not None and used.cuda.is_initialized() else "cpu"
     with open(result_path, "w") as fh:
