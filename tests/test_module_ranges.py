@@ -67,7 +67,7 @@ def generated(model, root):
 
 def test_default_selection_names_layers_children_embeddings_norm_head(generated):
     _, handle, _ = generated
-    expected = ["model.embed_tokens"]
+    expected = ["LlamaForCausalLM", "model.embed_tokens"]  # the root: one range per model call
     for layer in LAYERS:
         expected += [layer] + [f"{layer}.{c}" for c in ("self_attn", "mlp", "input_layernorm",
                                                         "post_attention_layernorm")]
@@ -79,15 +79,16 @@ def test_generate_gives_nested_per_layer_ranges_with_their_cpu_ops(generated):
     ranges = trace.ranges
     paths = _paths(ranges)
     for layer in LAYERS:
-        assert paths[layer] == {layer}  # a layer is top-level
+        assert paths[layer] == {f"LlamaForCausalLM/{layer}"}  # a layer is in the model call
         for child in CHILDREN:
-            assert paths[f"{layer}.{child}"] == {f"{layer}/{layer}.{child}"}  # inside its layer
+            assert paths[f"{layer}.{child}"] == {f"LlamaForCausalLM/{layer}/{layer}.{child}"}  # inside its layer
     # prefill and two decode steps: each module called three times
     assert (ranges["name"].value_counts()[handle.names] == 3).all()
     ops = wb.summary(trace, by="path").set_index("path")["kernels"]
     for layer in LAYERS:
-        assert ops[f"{layer}/{layer}.self_attn"] > 0 and ops[f"{layer}/{layer}.mlp"] > 0
-    assert ops["lm_head"] > 0 and ops["model.embed_tokens"] > 0
+        assert ops[f"LlamaForCausalLM/{layer}/{layer}.self_attn"] > 0
+        assert ops[f"LlamaForCausalLM/{layer}/{layer}.mlp"] > 0
+    assert ops["LlamaForCausalLM/lm_head"] > 0 and ops["LlamaForCausalLM/model.embed_tokens"] > 0
 
 
 def test_removal_leaves_no_hooks(generated, model):
@@ -197,7 +198,8 @@ def test_called_modules_name_each_model_from_its_root(model, root):
     with wb.annotate_modules(model) as direct:
         assert h.names == direct.names
     paths = _paths(rec.trace.ranges)
-    assert paths["model.layers.3.mlp"] == {"model.layers.3/model.layers.3.mlp"}
+    assert paths["model.layers.3.mlp"] == {"LlamaForCausalLM/model.layers.3/model.layers.3.mlp"}
+    assert "Linear" not in paths  # a root with nothing selected in it gets no range
     assert torch.nn.modules.module._global_forward_hooks == {}
 
 
@@ -220,9 +222,10 @@ def test_capture_modules_gives_a_users_hf_program_per_layer_ranges(root):
     assert trace.meta["capture"]["modules"] == ""  # the default selection
     paths = _paths(trace.ranges)
     for layer in LAYERS:
-        assert paths[layer] == {layer}
-        assert paths[f"{layer}.self_attn"] == {f"{layer}/{layer}.self_attn"}
-    assert wb.summary(trace, by="path").set_index("path")["kernels"]["model.layers.0/model.layers.0.mlp"] > 0
+        assert paths[layer] == {f"LlamaForCausalLM/{layer}"}
+        assert paths[f"{layer}.self_attn"] == {f"LlamaForCausalLM/{layer}/{layer}.self_attn"}
+    by_path = wb.summary(trace, by="path").set_index("path")["kernels"]
+    assert by_path["LlamaForCausalLM/model.layers.0/model.layers.0.mlp"] > 0
 
 
 def test_capture_modules_regex_selects_only_those(root):

@@ -12,7 +12,8 @@ module, if selected, by its class name, ``LlamaForCausalLM``), so both capture b
 Selection. The regexes are matched with ``re.search`` against those names. By default
 (:data:`DEFAULT_INCLUDE`): each decoder layer (a path ending in ``layers.N``, ``layer.N``,
 ``h.N``, ``blocks.N`` or ``block.N``) and its direct children (attention, MLP, norms, ...),
-the embeddings, the final norm and the head. ``include`` replaces that default, ``exclude``
+the embeddings, the final norm and the head, and the root model itself when any of those is
+in it (one range per model call: how the analysis tells the steps of a ``generate`` loop apart). ``include`` replaces that default, ``exclude``
 removes from what is selected. A selection that matches no module warns and annotates nothing.
 
 :func:`annotate_called_modules` is the same for every module the process calls, models it
@@ -96,6 +97,16 @@ class Selection:
 
     def __call__(self, name: str) -> bool:
         return any(p.search(name) for p in self.include) and not any(p.search(name) for p in self.exclude)
+
+    def pick(self, tree: list[tuple[str, object]]) -> list[tuple[str, object]]:
+        """The selected (name, module) of a model's :func:`tree_names`. The default also takes
+        the root when it selects anything under it: a range per call of the whole model is
+        what tells one step of a ``generate`` loop from the next (``analysis.steps``)."""
+        chosen = [(name, m) for name, m in tree if self(name)]
+        if self.default and chosen and chosen[0][1] is not tree[0][1] and not any(
+                p.search(tree[0][0]) for p in self.exclude):
+            chosen.insert(0, tree[0])
+        return chosen
 
     def describe(self) -> str:
         inc = "the default selection" if self.default else \
@@ -205,7 +216,7 @@ def annotate_modules(model, include=None, exclude=None, *, domain: str | None = 
         raise WorkbenchError("annotate_modules", f"{type(model).__name__} is not a torch.nn.Module "
                                                  "(it has no named_modules)")
     select = Selection(include, exclude)
-    chosen = [(name, m) for name, m in tree_names(model) if select(name)]
+    chosen = select.pick(tree_names(model))
     if not chosen:
         warnings.warn(f"workbench.annotate_modules: {select.describe()} matched no module of "
                       f"{type(model).__name__}", stacklevel=2)
@@ -239,8 +250,10 @@ def annotate_called_modules(include=None, exclude=None, *, domain: str | None = 
         if ann is not ranges:
             return ann
         with lock:
-            for name, m in tree_names(module):
-                chosen = select(name)
+            tree = tree_names(module)
+            picked = {id(m) for _, m in select.pick(tree)}
+            for name, m in tree:
+                chosen = id(m) in picked
                 try:
                     ranges[m] = annotate(name, domain) if chosen else None
                 except TypeError:  # unhashable, as above
