@@ -3,8 +3,10 @@
 The file is streamed: the ``traceEvents`` array is cut at event boundaries into pieces
 (``pieces``), each read into columns at once by the C scanner or orjson (``decode``, the one
 choice of backend; ``events`` and ``columns`` for what the library decoder's events become),
-and the pieces are gathered in file order into tables (``tables``). A large uncompressed
-file is read by several threads, each a range of pieces, with the same result (``parallel``).
+and the pieces are gathered in file order into tables (``tables``); a trace without
+annotations gets its nn.Module events, thinned to the layers' children, as its ranges
+(``modules``). A large uncompressed file is read by several threads, each a range of pieces,
+with the same result (``parallel``).
 The plain or gzipped file's bytes come through ``files``; the JSON around the events is
 ``document``'s.
 """

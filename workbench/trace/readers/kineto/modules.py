@@ -18,7 +18,8 @@ import pandas as pd
 from ...build.nesting import climb, nest, thread_blocks
 
 PREFIX = "nn.Module: "
-LAYER_SUFFIXES = ("DecoderLayer", "EncoderLayer", "Layer", "Block")
+# DecoderLayer and EncoderLayer end with Layer too.
+LAYER_SUFFIXES = ("Layer", "Block")
 # The per-class instance counter torch.profiler appends to the class name.
 _COUNTER = re.compile(r"_\d+$")
 
