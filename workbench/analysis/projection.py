@@ -94,24 +94,23 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
     shown = np.bincount(rid[has & ~nolaunch] if nolaunch_any else within, minlength=len(r))
     # Strings are looked up per range and only their codes (int32) spread over the kernels:
     # a 10M-kernel trace never builds 10M-element object arrays.
+    # The per-range tables, read here: the stored trace's columns are read on one thread only.
+    name_codes, names = trace_labels(trace, layer_regex)
+    group_codes, group_labels = step_groups(trace)
+    layers_r = trace_layers(trace, layer_regex)
+    phase_r = trace_steps_info(trace).phase
+    path_column = trace.columns("ranges", ["path"])["path"]
     with DEFAULT.pool(1, "workbench-paths") as pool:
         # Arrow sorts the paths (only those a kernel shows) without the GIL while the rest
         # is made here.
-        sorting = pool.submit(lambda: _sorted_distinct(trace.columns("ranges", ["path"])["path"], shown > 0))
-        name_codes, names = trace_labels(trace, layer_regex)
-        group_codes, group_labels = step_groups(trace)
+        sorting = pool.submit(_sorted_distinct, path_column, shown > 0)
         if len(within) == len(k):
-            layers = trace_layers(trace, layer_regex)[within]
+            layers, phase = layers_r[within], phase_r[within]
         else:
             layers = np.full(len(k), -1, dtype=np.int64)
-            if len(within):
-                layers[has] = trace_layers(trace, layer_regex)[within]
-        phase_r = trace_steps_info(trace).phase
-        if len(within) == len(k):
-            phase = phase_r[within]
-        else:
             phase = np.zeros(len(k), dtype=np.int8)
-            phase[has] = phase_r[within]
+            if len(within):
+                layers[has], phase[has] = layers_r[within], phase_r[within]
         status = (~has).astype(np.int8)
         if nolaunch_any:
             status[nolaunch] = 2
