@@ -23,7 +23,7 @@ pytest.importorskip("ipykernel")
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
-NAMES = ("quickstart", "fusion", "bucketing", "trace_diff")
+NAMES = ("quickstart", "fusion", "bucketing", "trace_diff", "your_model")
 MARKER = "WORKBENCH_RESULT "
 PLOTLY = "application/vnd.plotly.v1+json"
 WIDGET = "application/vnd.jupyter.widget-view+json"
@@ -169,3 +169,32 @@ def test_trace_diff(executed):
         assert r["gate_reverse"] == ["kernels_per_step: 48 -> 160 (+112, limit +0)"]
     mimes = _mimes(executed, "trace_diff")
     assert PLOTLY in mimes and WIDGET in mimes
+
+
+def test_your_model(executed):
+    r = _result(executed, "your_model")
+    layers = [0, 1, 2, 3]
+    # 1. annotate_modules + record around generate: per-layer rows, one self_attn row for all
+    # layers and calls, the prefill call apart from the 3 decode calls.
+    assert r["own_layers"] == {"self_attn": layers, "mlp": layers}
+    assert r["own_self_attn_rows"] == 1 and r["own_self_attn_instances"] == 16
+    assert r["own_steps"] == {"prefill": 1, "decode": 3}
+    assert len(r["own_decode_kernels"]) == 1, r["own_decode_kernels"]  # every decode step alike
+    assert r["own_phases"]["prefill"] > 0 and r["own_phases"]["decode"] > 0
+    # 2. A plain torch.profiler trace (with_modules) imported: the same layers, no code change.
+    assert r["profiler_ranges_from"] == "nn.Module events"
+    assert r["profiler_layers"] == {"LlamaAttention": layers, "LlamaMLP": layers}
+    assert r["profiler_matches_annotated"] is True
+    assert r["profiler_steps"] == {"prefill": 1, "decode": 3}
+    # 3. The hf workload: SDPA changes self_attn in every layer and nothing else in a layer.
+    assert r["decode_steps"] == {"attn": {"a": 3, "b": 3}, "cache": {"a": 3, "b": 3}}
+    assert r["attn_self_attn_changed"] == {str(i): True for i in layers}
+    assert r["attn_others_unchanged"] is True
+    assert r["attn_added"] == ["aten::scaled_dot_product_attention"]
+    assert r["cache_self_attn_changed"] == {str(i): True for i in layers}
+    assert r["tokens_agree"] == {"eager_vs_sdpa": True, "dynamic_vs_sdpa": True}
+    assert r["report_files"] == ["eager-vs-sdpa.html", "eager-vs-sdpa.md"]
+    assert "greedy tokens identical" in r["report_headline"], r["report_headline"]
+    # 4. Live on a GPU, stored H200 traces, or skipped with a note: never a failure.
+    assert r["gpu"].startswith(("live", "stored: ", "skipped: ")), r["gpu"]
+    assert _mimes(executed, "your_model").count(PLOTLY) >= 4
