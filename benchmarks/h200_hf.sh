@@ -6,8 +6,8 @@
 # tool), carry [".whl", ".debs"] (.whl also holds transformers and its dependencies for
 # CPython 3.12; duckdb left out to keep the carry under 64 MiB):
 #   bash benchmarks/h200_hf.sh
-# Captures run most important first and each stored trace is copied to $OUT/traces at once,
-# so a call cut short by its time limit still brings back what it finished. The results
+# Captures run most important first and each stored trace is tarred into $OUT at once, so a
+# call cut short by its time limit still brings back what it finished. The results
 # (benchmarks/results/h200_hf.{json,md}) are made from the traces afterwards, on any machine:
 #   python3 benchmarks/hf_results.py traces benchmarks/results/h200_hf
 # SIZE=tiny runs the same matrix at CPU-test sizes (DEVICE=cpu: checking the script without a
@@ -32,10 +32,15 @@ else
            --variant intermediate=8192 --variant vocab=128256 --variant ctx=512 --variant max_len=1024)
     RUNS=(--steps 4 --repeats 5 --warmup 1)
 fi
-hf() {  # hf ATTN CACHE ENGINE BACKEND
+hf() {  # hf ATTN CACHE ENGINE BACKEND; the eager engine is left out of the name, so that
+        # "eager" in it is the attention (the hf workload's default pair is attn eager -> sdpa)
+    local name="h200-hf-attn-$1-$2-$3-$4"
+    [ "$3" = eager ] && name="h200-hf-attn-$1-$2-$4"
     wb capture hf --variant arch=llama --variant "attn=$1" --variant "cache=$2" "${SHAPE[@]}" --engine "$3" \
-        --backend "$4" --device "$DEVICE" "${RUNS[@]}" --name "h200-hf-attn$1-$2-$3-$4" --force --quiet
-    mkdir -p "$OUT/traces" && cp -r "traces/h200-hf-attn$1-$2-$3-$4" "$OUT/traces/" 2>/dev/null
+        --backend "$4" --device "$DEVICE" "${RUNS[@]}" --name "$name" --force --quiet
+    # Each trace tarred at once: a call cut short still brings back what it finished (the tool
+    # returns a limited number of files, so one archive per trace).
+    tar czf "$OUT/$name.tar.gz" "traces/$name" 2>/dev/null
 }
 if [ "$DEVICE" = cuda ]; then
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$LOG"
@@ -52,8 +57,8 @@ if [ "$DEVICE" = cuda ]; then
     hf sdpa static cudagraph torch
     hf sdpa dynamic eager nsys
 fi
-wb summary h200-hf-attnsdpa-static-eager-nsys --by phase
-wb diff h200-hf-attneager-static-eager-nsys h200-hf-attnsdpa-static-eager-nsys --top 4
+wb summary h200-hf-attn-sdpa-static-nsys --by phase
+wb diff h200-hf-attn-eager-static-nsys h200-hf-attn-sdpa-static-nsys --top 4
 # The bad variant a user is likely to try: one line, exit 2, nothing stored.
 wb capture hf --variant arch=mistral --device "$DEVICE"
 du -sh traces/h200-hf-* | tee -a "$LOG"

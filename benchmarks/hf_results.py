@@ -55,7 +55,7 @@ def markdown(rows: list[dict]) -> str:
                    f"{r['backend']} | {lat} | {r['kernels_per_decode_step']:g} | {r['gpu_us_per_decode_step']:.1f} | "
                    f"{r['kernels_in_layers_per_decode_step']:g} |")
     for r in rows:
-        if r["backend"] != "nsys" or not r["per_layer"]:
+        if not r["per_layer"]:
             continue
         ranges = sorted({x["range"] for x in r["per_layer"]})
         by = {(x["layer"], x["range"]): x for x in r["per_layer"]}
