@@ -216,17 +216,19 @@ def trace_steps(trace: Trace, step_regex: str | None = None) -> np.ndarray:
 def step_groups(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """What each range is counted under per step, as codes into labels: its step's label,
     else its root's name. A trace without steps is so grouped by its top-level ranges (e.g.
-    the top-level ``cpu_op`` work units of a CPU capture), as it always was."""
+    the top-level ``cpu_op`` work units of a CPU capture), as it always was. Strings are made
+    for the distinct groups only (steps and roots), never one per range."""
     info = trace_steps_info(trace)
     r = trace.columns("ranges", ["name", "parent"])
+    group = np.where(info.step >= 0, info.step, roots(r["parent"].to_numpy()))
+    heads, inverse = np.unique(group, return_inverse=True)
     names = np.asarray(r["name"].cat.categories.astype(str), dtype=object)
-    codes = r["name"].cat.codes.to_numpy()
-    root = roots(r["parent"].to_numpy())
-    root_names = np.where(codes[root] >= 0, names[np.maximum(codes[root], 0)], "") if len(names) else \
-        np.full(len(root), "", dtype=object)
-    text = np.where(info.step >= 0, info.label[np.maximum(info.step, 0)], root_names)
-    group_codes, labels = pd.factorize(np.asarray(text, dtype=object), sort=True)
-    return group_codes.astype(np.int64), np.asarray(labels, dtype=object)
+    codes = r["name"].cat.codes.to_numpy()[heads]
+    text = np.where(info.step[heads] == heads, info.label[heads],
+                    names[np.maximum(codes, 0)] if len(names) else "")
+    text = np.where((info.step[heads] != heads) & (codes < 0), "", text)
+    head_codes, labels = pd.factorize(np.asarray(text, dtype=object), sort=True)
+    return head_codes.astype(np.int64)[inverse.reshape(-1)], np.asarray(labels, dtype=object)
 
 
 def step_parts(trace: Trace, step_regex: str | None = None) -> np.ndarray:
