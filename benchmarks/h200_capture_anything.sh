@@ -11,12 +11,7 @@ set -u
 cd "$(dirname "$0")/.."
 source benchmarks/h200_setup.sh
 LOG="$OUT/commands.log"
-: > "$LOG"
-wb() {  # run `workbench ARGS`, log the command as a user types it, its output and exit status
-    echo "\$ workbench $*" | tee -a "$LOG"
-    timeout 300 python3 -m workbench "$@" 2>&1 | tee -a "$LOG"
-    echo "[exit ${PIPESTATUS[0]}]" | tee -a "$LOG"
-}
+source benchmarks/campaign_log.sh
 MLP=tests/user_programs/mlp_steps.py
 API=benchmarks/user_programs/profiler_api_model.py
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$LOG"

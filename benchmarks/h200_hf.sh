@@ -17,12 +17,7 @@ cd "$(dirname "$0")/.."
 DEVICE=${DEVICE:-cuda}
 if [ "$DEVICE" = cuda ]; then source benchmarks/h200_setup.sh; else OUT=${OUT:-/tmp/h200-out}; mkdir -p "$OUT"; fi
 LOG="$OUT/commands.log"
-: > "$LOG"
-wb() {  # run `workbench ARGS`, log the command as a user types it, its output and exit status
-    echo "\$ workbench $*" | tee -a "$LOG"
-    timeout 400 python3 -m workbench "$@" 2>&1 | tee -a "$LOG"
-    echo "[exit ${PIPESTATUS[0]}]" | tee -a "$LOG"
-}
+source benchmarks/campaign_log.sh
 if [ "${SIZE:-1b}" = tiny ]; then
     SHAPE=(--variant layers=4 --variant hidden=64 --variant heads=4 --variant kv_heads=2 --variant intermediate=128
            --variant vocab=256 --variant ctx=16 --variant max_len=64)
