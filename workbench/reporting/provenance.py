@@ -154,7 +154,8 @@ def environment(inputs: list[Input]) -> Table:
     rows.append(["Report generator", Code(f"workbench {workbench.__version__}")])
     note = "From each trace's manifest (recorded at capture time); one value when all traces agree."
     if any(get(i.meta, "capture", "engine") is not None for i in inputs):
-        note += " The engines are the workbench's own code, so their revision is the workbench's."
+        note += (" The engines are the workbench's own code, so their revision is the workbench's; the model code"
+                 " a workload runs may be a library's (its version, where recorded, is in the engine info).")
     return Table(["Item", "Value"], rows, note=note)
 
 
