@@ -24,3 +24,9 @@ $WB report h200-cache-full-ctx512-eager-torch h200-cache-bucketed-ctx512-eager-t
     --sweep benchmarks/results/h200_live.json \
     --title "KV cache bucketing: full vs bucketed attention at 512 cached rows, and the context sweep (H200)" \
     -o reports/bucketing.html --md reports/bucketing.md
+
+# A transformers model nobody here wrote: the hf workload at a Llama-3.2-1B shape, eager vs sdpa
+# attention, per layer from its module ranges (benchmarks/h200_hf.sh).
+$WB report h200-hf-attn-eager-static-nsys h200-hf-attn-sdpa-static-nsys \
+    --title "HF Llama (1B shape): eager vs sdpa attention, per layer (H200, Nsight Systems)" \
+    -o reports/hf-attention.html --md reports/hf-attention.md
