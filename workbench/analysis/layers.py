@@ -27,13 +27,16 @@ import re
 
 import numpy as np
 
+from ..trace.readers.kineto.modules import LAYER_SUFFIXES, PREFIX
+
 # A layer container and its index in a path or a range name. The word must start a part of the
 # name (after a separator or at its start): "layers.3", "layer_03", "decoder_layer_12",
 # "blocks.3", "h.3" (GPT-2's "transformer.h.3", only with a dot: "h3" is too common).
 _LAYER_DEFAULT = r"(?:^|[^A-Za-z0-9])(?:(?:layers?|blocks?)[._\-]?|h\.)(\d+)(?![0-9])"
-# torch.profiler's module event of a layer class: "nn.Module: LlamaDecoderLayer_3", "GPT2Block_3".
-_MODULE_LAYER = re.compile(r"^nn\.Module: (\w*?(?:Layer|Block))_(\d+)$")
-_MODULE = re.compile(r"^nn\.Module: (\w+?)_\d+$")
+# torch.profiler's module event of a layer class (the reader's rule): "nn.Module:
+# LlamaDecoderLayer_3", "nn.Module: GPT2Block_3"; and of any class.
+_MODULE_LAYER = re.compile(rf"^{re.escape(PREFIX)}(\w*?(?:{'|'.join(LAYER_SUFFIXES)}))_(\d+)$")
+_MODULE = re.compile(rf"^{re.escape(PREFIX)}(\w+?)_\d+$")
 _SEPARATORS = "._-/: "
 
 
