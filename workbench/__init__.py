@@ -12,6 +12,7 @@ Public API (imported lazily, so ``workbench summary`` starts fast)::
     wb.capture_command(["python", "model.py"], backend="torch")   # any program, recorded
     with wb.record("my-trace"): model(x)               # a notebook block, recorded and stored
     wb.profile_call(model, x, name="eager", repeats=10)  # timed, checked, recorded
+    with wb.annotate_modules(hf_model): ...            # a range per layer / attention / MLP call
     wb.report(base, fix, html="report.html", md="report.md")
 """
 
