@@ -30,7 +30,8 @@ def _us(ns: float) -> str:
 
 
 def run(args) -> int:
-    from .analysis.diff import check_gates, diff
+    from .analysis.diff import diff
+    from .analysis.gates import check_gates
     from .textsafe import clean
     from .cli import apply_phase_args, import_options
     from .trace import open_trace

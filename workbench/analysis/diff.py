@@ -21,7 +21,6 @@ its non-prefill work.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
@@ -29,10 +28,10 @@ from difflib import SequenceMatcher
 import numpy as np
 import pandas as pd
 
-from ..errors import WorkbenchError
 from ..trace.build.attribution import group_sums
 from ..trace.schema import Trace
 from .projection import NO_LAUNCH, NO_RANGE, project
+from .stats import Comparison, compare_timing
 from .steps import DECODE, PHASES, PREFILL, step_parts, trace_steps_info
 
 
@@ -74,6 +73,9 @@ class TraceDiff:
     steps: dict[str, int]  # number of steps in A and B
     alignments: dict[str, Alignment] = field(default_factory=dict)
     totals: dict[str, float] = field(default_factory=dict)
+    # The timed phases both captures recorded, B against A with a confidence interval and a
+    # verdict (:mod:`.stats`).
+    timing: list[Comparison] = field(default_factory=list)
 
     @property
     def common(self) -> int:
@@ -338,7 +340,8 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
         "unattributed_a": fa.count((NO_RANGE, NO_LAUNCH)),
         "unattributed_b": fb.count((NO_RANGE, NO_LAUNCH)),
     }
-    return TraceDiff(a.label, b.label, r, layers, {"a": na, "b": nb}, alignments, totals)
+    return TraceDiff(a.label, b.label, r, layers, {"a": na, "b": nb}, alignments, totals,
+                     compare_timing(a.meta, b.meta))
 
 
 def _layers(r: pd.DataFrame) -> pd.DataFrame:
@@ -348,28 +351,3 @@ def _layers(r: pd.DataFrame) -> pd.DataFrame:
     out["delta_kernels"] = out["kernels_b"] - out["kernels_a"]
     out["delta_gpu_time_ns"] = out["gpu_time_ns_b"] - out["gpu_time_ns_a"]
     return out
-
-
-_GATE = re.compile(r"^\s*(kernels_per_step|gpu_time_per_step|kernels|gpu_time)\s*>\s*\+?(\d+(?:\.\d+)?)\s*(%?)\s*$")
-
-
-def check_gates(d: TraceDiff, gates: list[str]) -> list[str]:
-    """Evaluate ``--fail-if`` gates such as ``kernels_per_step>0`` (B has more kernels per step
-    than A) or ``gpu_time_per_step>5%``; returns the violated ones, described."""
-    failed = []
-    for gate in gates:
-        m = _GATE.match(gate)
-        if not m:
-            raise WorkbenchError(gate, "bad --fail-if gate; use METRIC>N or METRIC>N% with METRIC one of "
-                                       "kernels_per_step, gpu_time_per_step, kernels, gpu_time")
-        metric, value, pct = m.group(1), float(m.group(2)), bool(m.group(3))
-        key = {"kernels_per_step": "kernels_per_step", "gpu_time_per_step": "gpu_time_per_step_ns",
-               "kernels": "kernels", "gpu_time": "gpu_time_per_step_ns"}[metric]
-        va, vb = d.totals[f"{key}_a"], d.totals[f"{key}_b"]
-        if metric == "gpu_time":
-            va, vb = va * d.totals["steps_a"], vb * d.totals["steps_b"]
-        delta = vb - va
-        limit = va * value / 100.0 if pct else value
-        if delta > limit:
-            failed.append(f"{metric}: {va:g} -> {vb:g} (+{delta:g}, limit +{value:g}{'%' if pct else ''})")
-    return failed
