@@ -23,43 +23,16 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from difflib import SequenceMatcher
 
 import numpy as np
 import pandas as pd
 
 from ..trace.build.attribution import group_sums
 from ..trace.schema import Trace
+from .alignment import Alignment, align
 from .projection import NO_LAUNCH, NO_RANGE, project
 from .stats import Comparison, compare_timing
 from .steps import DECODE, PHASES, PREFILL, step_parts, trace_steps_info
-
-
-@dataclass
-class Alignment:
-    """Aligned kernel-name sequences of one range: ``ops`` is a list of
-    (``equal``|``removed``|``added``, [kernel names]) in order."""
-
-    ops: list[tuple[str, list[str]]]
-
-    @property
-    def removed(self) -> list[str]:
-        return [k for op, ks in self.ops if op == "removed" for k in ks]
-
-    @property
-    def added(self) -> list[str]:
-        return [k for op, ks in self.ops if op == "added" for k in ks]
-
-    def describe(self, limit: int = 6) -> str:
-        """``15 removed: vectorized_elementwise_kernel x6, ...; 1 added: kv_write_fused``."""
-        parts = []
-        for label, names in (("removed", self.removed), ("added", self.added)):
-            if names:
-                counts = Counter(names).most_common()
-                shown = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in counts[:limit])
-                more = f", +{len(counts) - limit} more kinds" if len(counts) > limit else ""
-                parts.append(f"{len(names)} {label}: {shown}{more}")
-        return "; ".join(parts) if parts else "unchanged"
 
 
 @dataclass
@@ -82,9 +55,9 @@ class TraceDiff:
         return int((self.ranges["status"] == "both").sum()) if len(self.ranges) else 0
 
     def changed(self, n: int = 10) -> pd.DataFrame:
-        """The ranges whose per-step GPU time or kernel count changed most."""
+        """The changed ranges (``ranges.changed``: see :func:`diff`), largest GPU time change first."""
         r = self.ranges
-        r = r[(r["kernels_a"] != r["kernels_b"]) | (r["gpu_time_ns_a"] != r["gpu_time_ns_b"])]
+        r = r[r["changed"] != ""]
         order = (r["delta_gpu_time_ns"].abs() + 0).sort_values(ascending=False, kind="stable").index
         return r.loc[order].head(n).reset_index(drop=True)
 
@@ -135,9 +108,26 @@ class _Side:
             "kernels_total": np.bincount(self.key, minlength=nk).astype(np.int64),
             "gpu_time_total_ns": group_sums(self.key, self.p["duration"].to_numpy(), nk),
         }, index=pd.Index(self.keys, name="key"))
-        per = np.where(self.phase == PREFILL, self.prefills, self.steps)
+        per = self.per_key()
         out["kernels"] = out["kernels_total"] / per
         out["gpu_time_ns"] = out["gpu_time_total_ns"] / per
+        return out
+
+    def per_key(self) -> np.ndarray:
+        """What each key's totals are divided by: its prefills for a prefill key, else the steps."""
+        return np.where(self.phase == PREFILL, self.prefills, self.steps)
+
+    def name_counts(self, wanted: list[str]) -> dict[str, Counter]:
+        """Per wanted key: its kernels' short names over all its instances, counted."""
+        index = {k: i for i, k in enumerate(self.keys)}
+        want = np.zeros(len(self.keys), dtype=bool)
+        want[[index[k] for k in wanted if k in index]] = True
+        rows = np.flatnonzero(want[self.key])
+        codes, names = _strings(self.p["short_name"].array)
+        pairs, counts = np.unique(np.stack([self.key[rows], codes[rows]]), axis=1, return_counts=True)
+        out: dict[str, Counter] = {}
+        for (k, c), n in zip(pairs.T.tolist(), counts.tolist()):
+            out.setdefault(self.keys[k], Counter())[names[c]] = n
         return out
 
     def decode_totals(self) -> tuple[int, float]:
@@ -196,7 +186,6 @@ def _side(trace: Trace, step_regex: str | None, layer_regex: str | None) -> _Sid
     present = [] if every else [c for c in (1, 2) if (status == c).any()]
     labels = [(NO_RANGE, NO_LAUNCH)[c - 1] for c in present]
     info = trace_steps_info(trace, step_regex)
-    step_r = info.step
     level = np.r_[step_parts(trace, step_regex)[used], np.zeros(len(labels), np.int64)]  # 1 + the step's part, 0: none
     phase = np.r_[info.phase[used], np.zeros(len(labels), np.int8)]
     renamed = (phase == PREFILL) & info.calls
@@ -219,10 +208,9 @@ def _side(trace: Trace, step_regex: str | None, layer_regex: str | None) -> _Sid
             key[status == c] = codes[len(used) + i]
     # Steps are counted by their keys: the ranges of one step on several threads or processes
     # (one per rank) are one step, and steps numbered afresh in each window (``prefill/step_0``,
-    # ``decode/step_0``) are several.
-    steps = np.unique(step_r[used])
-    steps = steps[steps >= 0]
-    n_steps, n_prefills = info.count(DECODE, steps), info.count(PREFILL, steps)
+    # ``decode/step_0``) are several. A step that launched nothing still counts, as in
+    # launches_per_step and the report.
+    n_steps, n_prefills = info.count(DECODE), info.count(PREFILL)
     return _Side(p, key, keys, key_phase, max(n_steps, 1), max(n_prefills, 1), n_steps > 0)
 
 
@@ -256,34 +244,6 @@ def step_free(paths: np.ndarray, stepped: np.ndarray, part: np.ndarray | None = 
     ordered = np.empty(len(distinct), dtype=object)
     ordered[rank] = distinct.to_numpy(zero_copy_only=False)
     return rank[encoded.indices.to_numpy()], ordered
-
-
-# Above this many cell comparisons, alignment (quadratic in the worst case) gives way to a
-# multiset comparison: still which kernels went away and which came, without their order.
-_ALIGN_LIMIT = 4_000_000
-
-
-def align(seq_a: list[str], seq_b: list[str]) -> Alignment:
-    """Align two kernel-name sequences (longest matching blocks, as difflib does)."""
-    ops: list[tuple[str, list[str]]] = []
-    if len(seq_a) * len(seq_b) > _ALIGN_LIMIT:
-        ca, cb = Counter(seq_a), Counter(seq_b)
-        common = sorted((ca & cb).elements())
-        for op, names in (("equal", common), ("removed", sorted((ca - cb).elements())),
-                          ("added", sorted((cb - ca).elements()))):
-            if names:
-                ops.append((op, names))
-        return Alignment(ops)
-    sm = SequenceMatcher(a=seq_a, b=seq_b, autojunk=False)
-    for tag, i1, i2, j1, j2 in sm.get_opcodes():
-        if tag == "equal":
-            ops.append(("equal", seq_a[i1:i2]))
-        else:
-            if i2 > i1:
-                ops.append(("removed", seq_a[i1:i2]))
-            if j2 > j1:
-                ops.append(("added", seq_b[j1:j2]))
-    return Alignment(ops)
 
 
 def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str | None = None) -> TraceDiff:
@@ -323,6 +283,15 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
         if pair not in memo:  # every layer usually has the same pair: align it once
             memo[pair] = align(list(pair[0]), list(pair[1]))
         alignments[k] = memo[pair]
+    # A range of one side only: its kernels (first instance) all removed or all added.
+    for side, status, op in ((fa, "only_a", "removed"), (fb, "only_b", "added")):
+        for k, seq in side.sequences(r.loc[r["status"] == status, "range"].tolist()).items():
+            alignments[k] = Alignment([(op, seq)])
+    _count_changes(r, alignments, fa, fb)
+    moved = (r["delta_gpu_time_ns"].abs() >= np.maximum(_TIME_MIN_NS, _TIME_MIN_FRACTION * r["gpu_time_ns_a"]))
+    kernels_changed = (r["delta_kernels"] != 0) | r["range"].map(
+        lambda k: bool(alignments[k].removed or alignments[k].added) if k in alignments else False)
+    r["changed"] = np.where(kernels_changed, "kernels", np.where(moved, "time", ""))
 
     layers = _layers(r[r["phase"] != "prefill"])
     (ka_dec, ga_dec), (kb_dec, gb_dec) = fa.decode_totals(), fb.decode_totals()
@@ -342,6 +311,34 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
     }
     return TraceDiff(a.label, b.label, r, layers, {"a": na, "b": nb}, alignments, totals,
                      compare_timing(a.meta, b.meta))
+
+
+# A range's per-step GPU time "changed" when it moved by at least this much (both): the time
+# of an unchanged range moves a little between any two captures.
+_TIME_MIN_NS = 1000
+_TIME_MIN_FRACTION = 0.2
+
+
+def _count_changes(r: pd.DataFrame, alignments: dict[str, Alignment], fa: _Side, fb: _Side) -> None:
+    """A range whose kernels per step changed while its first instances align equal (the
+    change is in later instances): its kernels compared as per-step counts over all
+    instances, so a removed or added kernel is always listed."""
+    quiet = r[(r["status"] == "both") & (r["delta_kernels"] != 0)]
+    quiet = [k for k in quiet["range"] if not (alignments[k].removed or alignments[k].added)]
+    if not quiet:
+        return
+    ca, cb = fa.name_counts(quiet), fb.name_counts(quiet)
+    per_a = dict(zip(fa.keys, fa.per_key()))
+    per_b = dict(zip(fb.keys, fb.per_key()))
+    for k in quiet:
+        a, b = ca.get(k, Counter()), cb.get(k, Counter())
+        ops = [("equal", [n for op, ns in alignments[k].ops if op == "equal" for n in ns])]
+        for name in sorted(set(a) | set(b)):
+            delta = b[name] / per_b[k] - a[name] / per_a[k]
+            if delta:
+                times = max(1, int(round(abs(delta))))
+                ops.append(("added" if delta > 0 else "removed", [name] * times))
+        alignments[k] = Alignment([op for op in ops if op[1]])
 
 
 def _layers(r: pd.DataFrame) -> pd.DataFrame:

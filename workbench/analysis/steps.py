@@ -213,22 +213,30 @@ def trace_steps(trace: Trace, step_regex: str | None = None) -> np.ndarray:
     return trace_steps_info(trace, step_regex).step
 
 
+NO_STEP = "(no step)"
+
+
 def step_groups(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """What each range is counted under per step, as codes into labels: its step's label,
-    else its root's name. A trace without steps is so grouped by its top-level ranges (e.g.
-    the top-level ``cpu_op`` work units of a CPU capture), as it always was. Strings are made
-    for the distinct groups only (steps and roots), never one per range."""
+    """What each range is counted under per step, as codes into labels: its step's label;
+    ``prefill`` for prefill work outside any step (the runner's ``prefill`` range); ``(no
+    step)`` for the rest. Only steps are steps: a top-level range that is no step (an NCCL
+    call, an aten range of an nsys export) is not one. Strings are made for the distinct
+    steps only, never one per range."""
     info = trace_steps_info(trace)
-    r = trace.columns("ranges", ["name", "parent"])
-    group = np.where(info.step >= 0, info.step, roots(r["parent"].to_numpy()))
-    heads, inverse = np.unique(group, return_inverse=True)
-    names = np.asarray(r["name"].cat.categories.astype(str), dtype=object)
-    codes = r["name"].cat.codes.to_numpy()[heads]
-    text = np.where(info.step[heads] == heads, info.label[heads],
-                    names[np.maximum(codes, 0)] if len(names) else "")
-    text = np.where((info.step[heads] != heads) & (codes < 0), "", text)
-    head_codes, labels = pd.factorize(np.asarray(text, dtype=object), sort=True)
-    return head_codes.astype(np.int64)[inverse.reshape(-1)], np.asarray(labels, dtype=object)
+    n = len(info.step)
+    heads, inverse = np.unique(info.step, return_inverse=True)  # -1 (no step) sorts first
+    inverse = inverse.reshape(-1)
+    text = np.asarray([PHASES[PREFILL], NO_STEP], dtype=object)  # pseudo-groups 0 and 1
+    if len(heads) and heads[0] < 0:
+        heads, shift = heads[1:], 1
+    else:
+        shift = 0
+    text = np.concatenate([text, info.label[heads]]) if len(heads) else text
+    group = inverse - shift + 2
+    outside = info.step < 0
+    group[outside] = np.where(info.phase[outside] == PREFILL, 0, 1)
+    codes, labels = pd.factorize(text, sort=True)
+    return (codes[group] if n else np.zeros(0, np.int64)).astype(np.int64), np.asarray(labels, dtype=object)
 
 
 def step_parts(trace: Trace, step_regex: str | None = None) -> np.ndarray:
