@@ -11,8 +11,8 @@ steps are the top-level ranges.
 **Model calls.** A trace with no step-named range but with layer ranges (a ``generate`` loop
 recorded with ``annotate_modules``, torch.profiler's ``nn.Module:`` events, another tool's
 NVTX) takes each call of the model as a step: the outermost range that holds each layer at
-most once and holds at least one (``LlamaForCausalLM`` around ``model.layers.0..15``; not the
-``generate`` window around many calls). Among the calls under one parent (a window, or the
+most once and holds two layers at least (``LlamaForCausalLM`` around ``model.layers.0..15``;
+not the ``generate`` window around many calls, nor a lone layer range). Among the calls under one parent (a window, or the
 trace's top level), the first is the prefill and the rest are decode steps, labelled
 ``prefill``, ``step_0``, ``step_1``, ... as the workbench's own runner names them. Wrap each
 ``generate`` in a window (``wb.window``) so each has its prefill.
@@ -134,8 +134,9 @@ def model_calls(parent: np.ndarray, own_layer: np.ndarray, start: np.ndarray) ->
     top = ~twice & ((parent < 0) | twice[np.maximum(parent, 0)])
     call = climb(parent, top)[0]
     call[twice] = -1
-    is_call = np.zeros(n, dtype=bool)
-    is_call[call[roots]] = True
+    # A call holds two layers at least: a lone layer range (FSDP's per-block ranges with no
+    # model range around them) is no model call.
+    is_call = np.bincount(call[roots][call[roots] >= 0], minlength=n) >= 2
     return np.where((call >= 0) & is_call[np.maximum(call, 0)], call, none)
 
 
@@ -205,6 +206,16 @@ def _steps(trace: Trace, step_regex: str, prefill_regex: str) -> Steps:
         up = parent[ids]
         above = np.array([paths.iat[p] + "/" if p >= 0 else "" for p in up.tolist()], dtype=object)
         key[ids] = above + label[ids]
+        # The same key again on one thread is a later step of that name (a step regex that
+        # matches an unnumbered range): numbered by its place there, so only threads (ranks)
+        # share a step.
+        thread = trace.columns("ranges", ["pid", "tid"]).to_numpy()[ids]
+        seen: dict[tuple, int] = {}
+        for i in ids[np.argsort(r["start"].to_numpy()[ids], kind="stable")].tolist():
+            at = (*thread[np.searchsorted(ids, i)].tolist(), key[i])
+            seen[at] = seen.get(at, -1) + 1
+            if seen[at]:
+                key[i] = f"{key[i]}#{seen[at]}"
     return Steps(step, phase, label, key, calls)
 
 

@@ -121,10 +121,12 @@ def _by_kernel(trace: Trace) -> pd.DataFrame:
 
 
 def launches_per_step(trace: Trace, step_regex: str | None = None, phase: str | None = None) -> pd.DataFrame:
-    """Kernels launched (and their GPU time) inside each step (see :mod:`.steps`: the
-    outermost step-named range on its branch, at any depth, else each model call), in time
-    order, with its ``phase`` (``prefill`` or ``decode``); ``phase`` keeps only that one.
-    Summed from the per-range totals: no kernel row is read."""
+    """Kernels launched (and their GPU time) in each step (see :mod:`.steps`: the outermost
+    step-named range on its branch, at any depth, else each model call), in time order, with
+    its ``phase`` (``prefill`` or ``decode``); ``phase`` keeps only that one. A step that ran on
+    several threads or ranks (one range each, one key) is one row, their kernels summed and its
+    wall time from the first start to the last end: the steps the diff divides by. A step that
+    launched nothing is a row too. Summed from the per-range totals: no kernel row is read."""
     cols = ["step", "phase", "kernels", "gpu_time_ns", "wall_ns"]
     if not trace.rows("ranges"):
         return pd.DataFrame(columns=cols)
@@ -136,13 +138,22 @@ def launches_per_step(trace: Trace, step_regex: str | None = None, phase: str | 
     r = trace.columns("ranges", ["start", "end", "kernels", "gpu_time_ns"])
     inside = step >= 0
     n = len(r)
-    counts = group_sums(step[inside], r["kernels"].to_numpy()[inside], n)
-    times = group_sums(step[inside], r["gpu_time_ns"].to_numpy()[inside], n)
-    steps = steps[np.argsort(r["start"].to_numpy()[steps], kind="stable")]
+    counts = group_sums(step[inside], r["kernels"].to_numpy()[inside], n)[steps]
+    times = group_sums(step[inside], r["gpu_time_ns"].to_numpy()[inside], n)[steps]
+    start, end = r["start"].to_numpy()[steps], r["end"].to_numpy()[steps]
+    codes = pd.factorize(info.key[steps].astype(str))[0]
+    k = int(codes.max()) + 1
+    first = np.full(k, np.iinfo(np.int64).max)
+    np.minimum.at(first, codes, start)
+    last = np.full(k, np.iinfo(np.int64).min)
+    np.maximum.at(last, codes, end)
+    head = np.zeros(k, dtype=np.int64)
+    head[codes[::-1]] = np.arange(len(codes))[::-1]  # the first step range of each key
+    order = np.argsort(first, kind="stable")
     return pd.DataFrame({
-        "step": info.label[steps].astype(str),
-        "phase": np.asarray(PHASES, dtype=object)[info.phase[steps]],
-        "kernels": counts[steps],
-        "gpu_time_ns": times[steps],
-        "wall_ns": (r["end"].to_numpy() - r["start"].to_numpy())[steps],
+        "step": info.label[steps[head]].astype(str)[order],
+        "phase": np.asarray(PHASES, dtype=object)[info.phase[steps[head]]][order],
+        "kernels": group_sums(codes, counts, k)[order],
+        "gpu_time_ns": group_sums(codes, times, k)[order],
+        "wall_ns": (last - first)[order],
     }, columns=cols)
