@@ -7,7 +7,8 @@ taken out, ``model.layers.3.self_attn`` -> ``self_attn``, see :mod:`.layers`), `
 path, ``decode/step_2/layer_03/kv_write``), ``step`` (the label of the kernel's step, see
 :mod:`.steps`: ``step_2``, or ``prefill`` / ``step_i`` for a model call; for a kernel in no
 step, the name of its top-level range, so a trace without steps groups by its top-level
-ranges), ``layer`` (see :func:`range_layers`, -1 for none), ``phase`` (``prefill``, ``decode`` or
+ranges), ``display_name`` (the kernel's readable name: :func:`kernel_display`), ``layer`` (see
+:func:`range_layers`, -1 for none), ``phase`` (``prefill``, ``decode`` or
 ``other``: see :mod:`.steps`), ``status`` and ``duration`` (end - start, ns). A kernel outside every range has the
 label ``(no range)`` as its range, path and step, one without a launch record
 ``(no launch record)``.
@@ -24,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.build.nesting import climb
-from ..trace.names import code_dtype
+from ..trace.names import code_dtype, display_names
 from ..trace.options import DEFAULT
 from ..trace.schema import Trace
 from .layers import label_parts
@@ -66,6 +67,20 @@ def trace_labels(trace: Trace, pattern: str | None = None) -> tuple[np.ndarray, 
         codes = name.cat.codes.to_numpy()
         trace.memo[key] = (np.where(codes >= 0, inv.reshape(-1)[np.maximum(codes, 0)] if len(inv) else -1, -1)
                            .astype(np.int32), labels.astype(object))
+    return trace.memo[key]
+
+
+def kernel_display(trace: Trace) -> pd.Categorical:
+    """Each kernel's readable name (:func:`~workbench.trace.names.display_names`: the short
+    name, with the template arguments that tell same-named kernels apart), worked out once
+    per distinct name."""
+    key = "display_names"
+    if key not in trace.memo:
+        name = trace.columns("kernels", ["name"])["name"]
+        shown = display_names(name.cat.categories)
+        codes, uniq = pd.factorize(np.asarray(shown + [""], dtype=object), sort=True)
+        codes_by_name = codes[np.where(name.cat.codes.to_numpy() >= 0, name.cat.codes.to_numpy(), len(shown))]
+        trace.memo[key] = pd.Categorical.from_codes(codes_by_name, categories=pd.Index(uniq, dtype=object))
     return trace.memo[key]
 
 
@@ -125,6 +140,7 @@ def project(trace: Trace, layer_regex: str | None = None) -> pd.DataFrame:
         "layer": layers,
         "status": pd.Categorical.from_codes(status, categories=["range", "no_range", "no_launch"]),
         "phase": pd.Categorical.from_codes(phase, categories=list(PHASES)),
+        "display_name": kernel_display(trace),
     }
     # The kernels' columns (range_id included) shared, not copied, and the new arrays taken as
     # they are (assigning a column would copy each).

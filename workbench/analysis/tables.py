@@ -8,7 +8,7 @@ import pandas as pd
 from ..errors import WorkbenchError
 from ..trace.build.attribution import group_sums
 from ..trace.schema import Trace
-from .projection import NO_LAUNCH, NO_RANGE, trace_labels, trace_layers
+from .projection import NO_LAUNCH, NO_RANGE, kernel_display, trace_labels, trace_layers
 from .steps import PHASES, step_groups, trace_steps_info
 
 BY = ("range", "layer", "kernel", "path", "step", "phase")
@@ -27,7 +27,8 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> 
       :mod:`.layers`), with the number of range instances that launched kernels and kernels
       per instance;
     - ``layer``: (layer index, innermost range label); kernels outside any layer are layer -1;
-    - ``kernel``: kernel short name, with mean/min/max duration;
+    - ``kernel``: kernel readable name (the short name, with the template arguments that tell
+      same-named kernels apart), with mean/min/max duration;
     - ``path``: full range path (``step_0/layer_03/kv_write``);
     - ``step``: the step range (``step_0``, ``ProfilerStep#3``, at any depth: see
       :mod:`.steps`; ``prefill`` / ``step_i`` for model calls), else the top-level range:
@@ -110,13 +111,14 @@ def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _by_kernel(trace: Trace) -> pd.DataFrame:
-    k = trace.columns("kernels", ["short_name", "start", "end"])
-    d = pd.DataFrame({"short_name": k["short_name"], "duration": k["end"].to_numpy() - k["start"].to_numpy()})
-    g = d.groupby("short_name", observed=True, sort=True)["duration"]
+    k = trace.columns("kernels", ["start", "end"])
+    d = pd.DataFrame({"kernel": kernel_display(trace), "duration": k["end"].to_numpy() - k["start"].to_numpy()})
+    g = d.groupby("kernel", observed=True, sort=True)["duration"]
     out = pd.DataFrame({
-        "kernels": g.size(), "gpu_time_ns": g.sum(), "mean_ns": g.mean(), "min_ns": g.min(), "max_ns": g.max(),
-    }).reset_index().rename(columns={"short_name": "kernel"})
-    out[["kernels", "gpu_time_ns", "min_ns", "max_ns"]] = out[["kernels", "gpu_time_ns", "min_ns", "max_ns"]].astype(np.int64)
+        "kernels": g.size(), "gpu_time_ns": g.sum(), "mean_ns": g.mean().round(), "min_ns": g.min(), "max_ns": g.max(),
+    }).reset_index()
+    ints = ["kernels", "gpu_time_ns", "mean_ns", "min_ns", "max_ns"]
+    out[ints] = out[ints].astype(np.int64)
     return out.sort_values(["gpu_time_ns", "kernel"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 

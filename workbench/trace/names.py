@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 import numpy as np
@@ -101,4 +102,80 @@ def category_values(s: pd.Series) -> np.ndarray:
         return np.full(len(codes), "", dtype=object)
     out = cats[np.maximum(codes, 0)]
     out[codes < 0] = ""
+    return out
+
+
+def _template_args(name: str) -> list[str]:
+    """The top-level template arguments of a demangled kernel signature's function, e.g.
+    ``["(int)4", "at::native::CUDAFunctor_add<float>", ...]``; [] when it has none."""
+    s = name.strip()[:_SCAN_MAX]
+    depth, args, cur, started = 0, [], [], False
+    for ch in s:
+        if ch == "(" and depth == 0:
+            if started:
+                break
+            continue  # a return type or cast before the function: not its template list
+        if ch == "<":
+            depth += 1
+            if depth == 1:
+                started, cur = True, []
+                continue
+        elif ch == ">":
+            depth -= 1
+            if depth == 0 and started:
+                args.append("".join(cur).strip())
+                return args
+        elif ch == "," and depth == 1:
+            args.append("".join(cur).strip())
+            cur = []
+            continue
+        if depth >= 1:
+            cur.append(ch)
+    return args
+
+
+_QUALIFIER = re.compile(r"\b[A-Za-z_]\w*::")
+_NOISE = re.compile(r"\((?:int|unsigned long|long|bool)\)|\[lambda[^\]]*\]|\(anonymous namespace\)|<unnamed>"
+                    r"|\bvoid |\([^()]*\)|\boperator ?|\bconst\b")
+
+
+def _brief(arg: str, width: int = 40) -> str:
+    """A template argument without namespaces, casts, parameter lists and lambda markers, at
+    most ``width`` characters."""
+    text = " ".join(_NOISE.sub("", _QUALIFIER.sub("", arg)).split()).strip(":, ")
+    text = re.sub(r"(::)+", "::", text).rstrip(":")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def display_names(names) -> list[str]:
+    """A readable name per kernel name (``names``: distinct demangled signatures) that still
+    tells different kernels apart: the short name where no other name has the same one, else
+    the short name with the template arguments that differ among those names
+    (``vectorized_elementwise_kernel<4, CUDAFunctor_add<float>>``), numbered where even they
+    do not differ."""
+    names = [str(n) for n in names]
+    short = [short_kernel_name(n) for n in names]
+    groups: dict[str, list[int]] = {}
+    for i, s in enumerate(short):
+        groups.setdefault(s, []).append(i)
+    out = list(short)
+    for s, members in groups.items():
+        if len(members) < 2:
+            continue
+        args = [_template_args(names[i]) for i in members]
+        width = max(len(a) for a in args)
+        differ = [p for p in range(width) if len({a[p] if p < len(a) else None for a in args}) > 1]
+        for i, a in zip(members, args):
+            if differ:
+                shown = [_brief(a[p]) for p in differ if p < len(a)]
+                out[i] = f"{s}<{', '.join(x for x in shown if x)}>"
+        # Signatures that differ only in what the brief form drops: numbered, in name order.
+        seen: dict[str, int] = {}
+        for i in members:
+            seen[out[i]] = seen.get(out[i], 0) + 1
+        counter: dict[str, int] = {}
+        for i in members:
+            if seen[out[i]] > 1:
+                counter[out[i]] = counter.get(out[i], 0) + 1
+                out[i] = f"{out[i]} #{counter[out[i]]}"
     return out
