@@ -101,7 +101,7 @@ def cmd_summary(args) -> int:
 
     trace = open_trace(args.trace, args.root, import_options(args))
     apply_phase_args(trace, args)
-    df = summary(trace, by=args.by, layer_regex=args.layer_regex)
+    df = cpu_columns(trace, summary(trace, by=args.by, layer_regex=args.layer_regex))
     if not args.json:
         from .textsafe import clean
 
@@ -109,6 +109,18 @@ def cmd_summary(args) -> int:
               f"{len(trace.ranges)} ranges, by {args.by}")
     _print_table(df, args.json)
     return 0
+
+
+# A CPU-only trace's work units are CPU ops timed on the host: its columns say so.
+_CPU_COLUMNS = {"kernels": "cpu_ops", "gpu_time_ns": "cpu_time_ns", "kernels_per_instance": "cpu_ops_per_instance",
+                "kernel": "cpu_op", "graph_kernels": "graph_cpu_ops"}
+
+
+def cpu_columns(trace, df):
+    """``df`` with a CPU-only trace's column names (``cpu_ops``, ``cpu_time_ns``, ``cpu_op``)."""
+    if trace.meta.get("source", {}).get("work_units") != "cpu_op":
+        return df
+    return df.rename(columns=_CPU_COLUMNS)
 
 
 def cmd_sql(args) -> int:
@@ -165,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("list", help="list stored traces")
     s.set_defaults(func=cmd_list)
 
-    for module in ("capturing.cli", "diff_cli", "reporting.cli", "demo", "export_cli"):
+    for module in ("capturing.cli", "diff_cli", "bench_cli", "reporting.cli", "demo", "export_cli"):
         _optional(sub, module)
     return p
 
