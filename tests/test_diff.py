@@ -1,6 +1,6 @@
 """``workbench diff`` acceptance on the H200 reference captures (unfused vs fused KV write):
 per layer ``kv_write`` 15 -> 1, 160 -> 48 kernels per step (480 -> 144 over the 3 steps), the
-aligned sequence, a clear message for traces with no range in common, ``--json`` rows and
+aligned sequence, a clear message for traces with no range in common, ``--json`` ranges and
 ``--fail-if`` exit codes.
 
 The committed stored traces (``traces/ref-h200-kvwrite-*-nsys``, imported from those captures)
@@ -57,7 +57,7 @@ def test_text_reports_fusion_per_layer_and_totals(capsys, pair):
 def test_json_rows(capsys, pair):
     code, out, err = run(capsys, "diff", *pair, "--json")
     assert code == 0, err
-    rows = json.loads(out)
+    rows = json.loads(out)["ranges"]
     assert isinstance(rows, list) and len(rows) == 24
     for r in rows:
         for col in ("range", "kernels_a", "kernels_b", "gpu_time_ns_a", "gpu_time_ns_b", "status", "layer", "alignment"):
@@ -124,7 +124,7 @@ def test_no_range_in_common_says_so(capsys, tmp_path):
     assert "range(s) in common" not in out and "per layer" not in out
     assert "only in A (24)" in out and "only in B (24)" in out
     code, out, err = run(capsys, "--root", root, "diff", STORED[0], other, "--json")
-    rows = json.loads(out)
+    rows = json.loads(out)["ranges"]
     assert {r["status"] for r in rows} == {"only_a", "only_b"}
 
 

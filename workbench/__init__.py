@@ -39,6 +39,7 @@ _API = {
     "capture": "workbench.capturing",
     "capture_command": "workbench.capturing.command",
     "profile_call": "workbench.capturing.calls",
+    "bench": "workbench.capturing.bench",
     "record": "workbench.capturing.record",
     "window": "workbench.capturing.window",
     "outputs_equal": "workbench.outputs",

@@ -1,11 +1,21 @@
-"""``workbench diff A B``: per-range and per-layer comparison, aligned kernels, CI gates."""
+"""``workbench diff A B``: per-range and per-layer comparison, aligned kernels, timed phases with
+confidence intervals, CI gates.
+
+``--json`` prints one object: ``a``, ``b`` (the traces' labels), ``ranges`` (per-range rows,
+with each range's aligned kernels), ``timing`` (one object per phase both traces timed: a
+``stats.Comparison`` plus ``unit`` and where each side's samples came from), ``totals`` and
+``steps``."""
 
 from __future__ import annotations
 
 import json
 import sys
 
-from .textfmt import MICRO_ASCII, num, us
+from .textfmt import MICRO_ASCII, ms, num, us
+
+# Timed phase (a stats.PHASE_SAMPLES key) -> how the text names it.
+PHASE_NAMES = {"decode_step_ms": "decode step", "prefill_ms": "prefill", "call_ms": "call"}
+_SOURCE = {"timing": "capture samples", "timing_bench": "bench samples"}
 
 
 def add_parser(sub) -> None:
@@ -17,9 +27,11 @@ def add_parser(sub) -> None:
     s.add_argument("--layer-regex", default=None)
     add_phase_args(s)
     s.add_argument("--top", type=int, default=10, help="changed ranges to show (default 10)")
-    s.add_argument("--json", action="store_true", help="print a JSON list of per-range rows")
+    s.add_argument("--json", action="store_true",
+                   help="print a JSON object: ranges, timing, totals, steps")
     s.add_argument("--fail-if", action="append", default=[], metavar="GATE",
-                   help="exit 1 if B is worse: kernels_per_step>N, gpu_time_per_step>N%%, kernels>N, gpu_time>N%% "
+                   help="exit 1 if B is worse: kernels_per_step>N, gpu_time_per_step>N%%, kernels>N, gpu_time>N%%; "
+                        "decode_step>N%%, prefill>N%%, call>N%% (B significantly slower and by more than N%%) "
                         "(repeatable)")
     s.set_defaults(func=run)
 
@@ -31,31 +43,30 @@ def _us(ns: float) -> str:
 
 def run(args) -> int:
     from .analysis.diff import diff
-    from .analysis.gates import check_gates
+    from .analysis.gates import check_gates, parse_gate
     from .textsafe import clean
     from .cli import apply_phase_args, import_options
     from .trace import open_trace
 
+    for gate in args.fail_if:  # a bad gate is refused before any trace is read
+        parse_gate(gate)
     a = open_trace(args.a, args.root, import_options(args))
     b = open_trace(args.b, args.root, import_options(args))
     for t in (a, b):
         apply_phase_args(t, args)
     d = diff(a, b, layer_regex=args.layer_regex)
     failed = check_gates(d, args.fail_if)
+    sources = samples_source(a.meta), samples_source(b.meta)
     if args.json:
-        from .cli import _records
-        import pandas as pd
-
-        rows = _records(pd.DataFrame(d.to_rows()))
-        sys.stdout.write(json.dumps(rows, indent=1) + "\n")
+        sys.stdout.write(json.dumps(_json(d, sources), indent=1) + "\n")
     else:
-        _text(d, args.top, clean)
+        _text(d, args.top, clean, _timing_text(d, a.meta, b.meta, sources))
     for f in failed:
         print(f"workbench: gate failed: {f}", file=sys.stderr)
     return 1 if failed else 0
 
 
-def _text(d, top: int, clean) -> None:
+def _text(d, top: int, clean, timing: str) -> None:
     t = d.totals
     out = sys.stdout.write
     out(f"A: {clean(d.a)}: {t['steps_a']} step(s), {num(t['kernels_per_step_a'])} kernels/step, "
@@ -65,6 +76,7 @@ def _text(d, top: int, clean) -> None:
     out(f"kernels/step {num(t['kernels_per_step_a'])} -> {num(t['kernels_per_step_b'])}; "
         f"GPU time/step {_us(t['gpu_time_per_step_ns_a'])} -> {_us(t['gpu_time_per_step_ns_b'])}; "
         f"total kernels {t['kernels_a']} -> {t['kernels_b']}\n")
+    out(timing)
     if d.common == 0:
         out("\nno range in common between A and B: their range paths differ entirely "
             f"({t['only_a_ranges']} only in A, {t['only_b_ranges']} only in B); nothing to compare range by range.\n")
@@ -89,3 +101,56 @@ def _text(d, top: int, clean) -> None:
                 out(f"  {clean(r.range)}: {num(r.kernels_a if status == 'only_a' else r.kernels_b)} kernels/step\n")
             if len(rows) > top:
                 out(f"  ... {len(rows) - top} more\n")
+
+
+def samples_source(meta: dict) -> str:
+    """Where ``stats.timed_samples`` takes a trace's samples from: ``timing_bench`` (an
+    interleaved ``workbench bench --store``) when the manifest holds it, else ``timing``."""
+    return "timing_bench" if isinstance(meta.get("timing_bench"), dict) else "timing"
+
+
+def timing_line(c) -> str:
+    """``decode step: 0.6262 ms -> 0.4180 ms, 0.667x (95% CI 0.662-0.677x): faster``."""
+    from .analysis.stats import CONFIDENCE
+
+    return (f"{PHASE_NAMES.get(c.metric, c.metric)}: {ms(c.a_median)} ms -> {ms(c.b_median)} ms, {c.ratio:.3f}x "
+            f"({CONFIDENCE:.0%} CI {c.ci_low:.3f}-{c.ci_high:.3f}x): {c.verdict}")
+
+
+def _timing_text(d, meta_a: dict, meta_b: dict, sources: tuple[str, str]) -> str:
+    """The timed phases both traces recorded, one line each, or why there are none."""
+    from .analysis.stats import CONFIDENCE, PHASE_SAMPLES, timed_samples
+
+    if d.timing:
+        # Samples of one interleaved bench compare fairly; a bench's against a capture's less so.
+        note = ("" if sources == ("timing", "timing") else " [interleaved bench samples]" if sources[0] == sources[1]
+                else f" [A: {_SOURCE[sources[0]]}, B: {_SOURCE[sources[1]]}]")
+        lines = "".join(f"  {timing_line(c)}\n" for c in d.timing)
+        return f"timing, B against A (medians; ratio B/A, {CONFIDENCE:.0%} bootstrap CI){note}:\n{lines}"
+    timed = [[PHASE_NAMES[m] for m in PHASE_SAMPLES if timed_samples(meta, m)] for meta in (meta_a, meta_b)]
+    if not any(timed):
+        return "timing: no timing recorded\n"
+    return (f"timing: no timing recorded for a phase both traces timed (A: {', '.join(timed[0]) or 'none'}; "
+            f"B: {', '.join(timed[1]) or 'none'})\n")
+
+
+def _json(d, sources: tuple[str, str]) -> dict:
+    from .cli import _records
+    import pandas as pd
+
+    timing = [{**c.as_dict(), "unit": "ms", "samples_a": sources[0], "samples_b": sources[1]} for c in d.timing]
+    return {"a": d.a, "b": d.b, "ranges": _records(pd.DataFrame(d.to_rows())), "timing": _finite(timing),
+            "totals": _finite(d.totals), "steps": _finite(d.steps)}
+
+
+def _finite(value):
+    """Plain JSON: numpy scalars as Python numbers, a non-finite float as null."""
+    import math
+
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if hasattr(value, "item"):
+        value = value.item()
+    return None if isinstance(value, float) and not math.isfinite(value) else value

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from ..errors import WorkbenchError
-from ..textfmt import MICRO_ASCII, num, us
+from ..textfmt import MICRO_ASCII, ms, num, us
 from .diff import TraceDiff
 from .stats import CONFIDENCE
 
@@ -75,5 +75,5 @@ def _time_gate(d: TraceDiff, metric: str, value: float) -> str | None:
                                                                "(nothing to gate)")
     if not (c.ci_low > 1.0 and c.ratio > 1.0 + value / 100.0):
         return None
-    return (f"{metric}: {c.a_median:.4g} ms -> {c.b_median:.4g} ms, {c.ratio:.3f}x ({CONFIDENCE:.0%} CI "
+    return (f"{metric}: {ms(c.a_median)} ms -> {ms(c.b_median)} ms, {c.ratio:.3f}x ({CONFIDENCE:.0%} CI "
             f"{c.ci_low:.3f}-{c.ci_high:.3f}x; limit +{value:g}%)")

@@ -89,7 +89,7 @@ def compare_samples(metric: str, a, b, *, confidence: float = CONFIDENCE, min_ef
 
 def timed_samples(meta: dict, metric: str) -> list[float] | None:
     """The samples a capture recorded for ``metric`` (a key of :data:`PHASE_SAMPLES`), or None."""
-    timing = meta.get("timing") if isinstance(meta.get("timing"), dict) else {}
+    timing = next((t for t in (meta.get("timing_bench"), meta.get("timing")) if isinstance(t, dict)), {})
     for key in PHASE_SAMPLES.get(metric, (metric,)):
         s = timing.get(key)
         if isinstance(s, dict) and isinstance(s.get("samples"), list) and s["samples"]:
