@@ -82,7 +82,9 @@ def _text(d, top: int, clean, timing: str) -> None:
             f"({t['only_a_ranges']} only in A, {t['only_b_ranges']} only in B); nothing to compare range by range.\n")
     else:
         changed = d.changed(top)
-        out(f"\n{d.common} range(s) in common; {len(d.ranges[(d.ranges.kernels_a != d.ranges.kernels_b) | (d.ranges.gpu_time_ns_a != d.ranges.gpu_time_ns_b)])} changed. Top {len(changed)} by GPU time change (per step):\n")
+        both = d.ranges[d.ranges["status"] == "both"]
+        out(f"\n{d.common} range(s) in common; {int((both['changed'] != '').sum())} changed (kernels, or GPU time by 20% "
+            f"and 1 us). Top {len(changed)} by GPU time change (per step):\n")
         for r in changed.itertuples():
             al = d.alignments.get(r.range)
             out(f"  {clean(r.range)}: kernels {num(r.kernels_a)} -> {num(r.kernels_b)}, GPU {_us(r.gpu_time_ns_a)} -> "
@@ -98,7 +100,9 @@ def _text(d, top: int, clean, timing: str) -> None:
         if len(rows):
             out(f"\n{label} ({len(rows)}):\n")
             for r in rows.head(top).itertuples():
-                out(f"  {clean(r.range)}: {num(r.kernels_a if status == 'only_a' else r.kernels_b)} kernels/step\n")
+                al = d.alignments.get(r.range)
+                out(f"  {clean(r.range)}: {num(r.kernels_a if status == 'only_a' else r.kernels_b)} kernels/step"
+                    + (f"\n      {clean(al.describe())}" if al else "") + "\n")
             if len(rows) > top:
                 out(f"  ... {len(rows) - top} more\n")
 
