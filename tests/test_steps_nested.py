@@ -103,10 +103,10 @@ def test_the_report_counts_launches_per_step(traces, tmp_path):
     a, b = workbench.open_trace("nested-a", root=root), workbench.open_trace("nested-b", root=root)
     md = workbench.report(a, b, md=tmp_path / "r.md").markdown
     assert (tmp_path / "r.md").read_text() == md
-    row = next(line for line in md.splitlines() if line.startswith("|") and "launches per decode step" in line)
+    row = next(line for line in md.splitlines() if line.startswith("|") and "CPU ops per decode step" in line)
     assert "n/a (no step ranges)" not in md
     assert f"{1 + LAYERS} (2 steps)" in row and f"{2 + LAYERS} (3 steps)" in row
-    assert f"launches per decode step **{1 + LAYERS} → {2 + LAYERS}**" in md  # the headline
+    assert f"CPU ops per decode step **{1 + LAYERS} → {2 + LAYERS}**" in md  # the headline (CPU ops: a CPU trace)
 
 
 def test_top_level_steps_count_and_match_as_before(traces):

@@ -9,12 +9,14 @@
     r.markdown   # the text to paste into a PR
 
 One job per module: ``inputs`` loads and checks traces and sweeps (``sweep`` normalizes a
-results file), ``build`` assembles the report model from ``results`` (timed phases, launches,
-headline), ``tables`` (what changed), ``checks`` (correctness, gaps) and ``provenance``
-(environment, trace identities); ``figures`` asks :mod:`workbench.viz` for plots, ``markdown``
-and ``html`` render, ``output`` writes atomically, ``cli`` is ``workbench report``. The same
-stored traces always give byte-identical files: nothing reads the clock or the checkout,
-figure ids are content hashes, and every trace is named with its content hash.
+results file), ``build`` assembles the report model from ``timing`` (timed phases, compared
+with a confidence interval), ``results`` (launches, busy time per step, headline), ``tables``
+(what changed), ``checks`` (correctness, gaps) and ``provenance`` (environment, trace
+identities), all worded by ``words`` (kernels, or CPU ops); ``figures`` asks
+:mod:`workbench.viz` for plots, ``markdown`` and ``html`` render, ``output`` writes
+atomically, ``cli`` is ``workbench report``. The same stored traces always give byte-identical
+files: nothing reads the clock or the checkout, figure ids are content hashes, the bootstrap
+is seeded, and every trace is named with its content hash.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ class Result:
             from . import figures, html
 
             primary = [k.rsplit(".", 1)[-1] for k, _, _ in self.model.variant_changes]  # what base/fix vary
-            figs = figures.build(self._inputs, self._diff, self.model.changed_ranges, self._sweep, primary)
+            figs = figures.build(self._inputs, self._diff, self.model.changed_ranges, self.model.words, self._sweep,
+                                 primary)
             self._html = html.render(self.model, figs)
         return self._html
 

@@ -2,7 +2,8 @@
 
 Pure: the same traces (and sweep) give the same report. Nothing here reads the clock, the
 working directory or the git checkout; revisions come from the traces' manifests. The parts
-come from one module each: ``results`` (timed phases, launches, headline), ``tables`` (what
+come from one module each: ``timing`` (timed phases and their comparison), ``results``
+(launches, busy time, headline), ``words`` (kernels or CPU ops), ``tables`` (what
 changed), ``checks`` (correctness, gaps), ``provenance`` (environment, trace identities).
 """
 
@@ -10,10 +11,11 @@ from __future__ import annotations
 
 import shlex
 
-from . import checks, provenance, results, tables
+from . import checks, provenance, results, tables, timing
 from .inputs import Input, Sweep
 from .model import Code, Headline, Report
 from .provenance import get
+from .words import words as words_of
 
 
 def _variant_changes(base: Input, fix: Input) -> list[tuple[str, str, str]]:
@@ -49,10 +51,13 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
     import workbench
 
     base, fix, extras = inputs[0], inputs[1], inputs[2:]
-    phases = [results.phases(i.meta) for i in inputs]
+    phases = [timing.phases(i.meta) for i in inputs]
+    # Each trace against the base; base against fix is the diff's own comparison.
+    comps = [{}] + [timing.compare(phases[0], ph, d.timing if k == 1 else None) for k, ph in enumerate(phases) if k]
     launches = [results.launches(i) for i in inputs]
-    unit = results.unit(inputs)
-    headline = results.headline(phases, launches, unit)
+    busies = [results.busy(i) for i in inputs]
+    words = words_of(i.meta for i in inputs)
+    headline = results.headline(phases, comps, launches, busies, words)
     correctness, corr_gaps, corr_summary = checks.correctness(inputs)
     if checks.outputs(base.meta) is not None and checks.outputs(fix.meta) is not None:
         headline.append(Headline("outputs", "", "", corr_summary[0]))
@@ -64,10 +69,10 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
                  [x for e in extras for x in (f", {e.role} ", Code(e.name))],
         headline=headline,
         commands=[(i.role, i.name, provenance.command(i.meta)) for i in inputs],
-        results=results.results(inputs, phases, launches, unit),
+        results=results.results(inputs, phases, comps, launches, busies, words),
         variant_changes=_variant_changes(base, fix),
-        layer_counts=tables.layer_counts(d, names) if names else None,
-        range_times=tables.range_times(d, names) if names else None,
+        layer_counts=tables.layer_counts(d, names, words) if names else None,
+        range_times=tables.range_times(d, names, words) if names else None,
         alignments=aligned,
         alignments_total=n_aligned,
         changed_ranges=names,
@@ -76,8 +81,9 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
         provenance=provenance.provenance(inputs, sweep),
         sweep=tables.sweep_table(sweep) if sweep is not None else None,
         sweep_note=tables.sweep_note(sweep) if sweep is not None else [],
-        gaps=checks.gaps(inputs, phases, d, sweep, corr_gaps, allow_mixed),
+        gaps=checks.gaps(inputs, phases, d, sweep, corr_gaps, allow_mixed, words),
         regenerate=_regenerate(inputs, sweep, title, allow_mixed),
         generator=f"workbench {workbench.__version__}",
         roles=[(i.role, i.name) for i in inputs],
+        words=words,
     )

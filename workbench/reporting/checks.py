@@ -7,7 +7,8 @@ from __future__ import annotations
 from .inputs import Input, Sweep
 from .model import Code, listing
 from .provenance import ENV_ITEMS, NOT_RECORDED, env_value, get
-from .results import NOT_TIMED
+from .timing import NOT_TIMED
+from .words import Words
 
 def outputs(meta: dict) -> dict | None:
     o = meta.get("outputs")
@@ -91,7 +92,7 @@ def correctness(inputs: list[Input]) -> tuple[list[list], list[list], list[str]]
 
 
 def gaps(inputs: list[Input], phases: list[dict], d, sweep: Sweep | None, corr_gaps: list,
-          allow_mixed: bool) -> list[list]:
+         allow_mixed: bool, words: Words) -> list[list]:
     """"Not run / remaining gaps": what the report could not show, and why."""
     base, fix = inputs[0], inputs[1]
     per_trace: dict[str, list[Input]] = {}  # one line per kind of gap, naming every trace
@@ -123,13 +124,14 @@ def gaps(inputs: list[Input], phases: list[dict], d, sweep: Sweep | None, corr_g
     for side, inp in (("a", base), ("b", fix)):
         n = int(d.totals.get(f"unattributed_{side}", 0))
         if n:
-            gaps.append([f"{inp.role} ", Code(inp.name), f": {n} kernel(s) outside any range or without a launch "
+            gaps.append([f"{inp.role} ", Code(inp.name), f": {n} {words.unit}(s) outside any range or without a launch "
                                                            "record (counted, not attributed to a layer)"])
     for i in inputs:
-        k = i.trace.kernels
-        if len(k) and bool(k["graph"].any()):
-            gaps.append([f"{i.role} ", Code(i.name), f": {int(k['graph'].sum())} kernel(s) launched from CUDA "
-                                                     "graphs, attributed through their graph launch (to the step, not to a layer)"])
+        graph = i.trace.columns("kernels", ["graph"])["graph"]
+        if len(graph) and bool(graph.any()):
+            gaps.append([f"{i.role} ", Code(i.name), f": {int(graph.sum())} kernel(s) launched from CUDA graphs, "
+                                                     "attributed through their graph launch (to the step, not to a "
+                                                     "layer)"])
     if d.common == 0:
         gaps.append(["base and fix share no range path: no per-range comparison possible"])
     if sweep is not None:

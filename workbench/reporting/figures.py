@@ -1,10 +1,12 @@
 """The report's figures, made by :mod:`workbench.viz` (same kernel colours as the notebooks).
 
-Returns ``[(title, figure)]`` in a fixed order. Which figures: per-layer kernel counts and GPU
-time of the ranges that changed (at most ``MAX_RANGES`` of them, largest time change first),
-the kernel timeline of the first changed range instance in base and fix, launches per step of
-every trace, the range composition by kernel, and, with a sweep, latency against context
-length (one figure per timed phase). A figure left out comes as ``(title, reason)``.
+Returns ``[(section, caption, figure)]`` in a fixed order, ``section`` being the report section
+that shows it (``layers``, ``kernels``, ``steps``, ``sweep``). Which figures: per-layer counts
+and time of the ranges that changed (at most ``MAX_RANGES`` of them, largest time change first),
+the timeline of the first changed range instance in base and fix, launches per step of every
+trace, the range composition, and, with a sweep, latency against context length (one figure per
+timed phase). A figure left out comes with the reason in its place. Captions name the work
+units as the report does (:mod:`.words`: kernels, or CPU ops for a CPU capture).
 """
 
 from __future__ import annotations
@@ -84,10 +86,11 @@ def _facets(rows: list[dict], primary: set):
     return [(f, color_of) for f in sorted({_facet_key(r["series"], primary) for r in rows})]
 
 
-def build(inputs, d, names: list[str], sweep=None, primary=()) -> list[tuple[str, object]]:
+def build(inputs, d, names: list[str], words, sweep=None, primary=()) -> list[tuple[str, str, object]]:
     from .. import viz
 
-    figs: list[tuple[str, object]] = []
+    w = words
+    figs: list[tuple[str, str, object]] = []
     ranked = _ranked(d, names)
     layered = set(d.layers.loc[d.layers["layer"] >= 0, "range"].astype(str))
     for name in ranked:
@@ -95,11 +98,11 @@ def build(inputs, d, names: list[str], sweep=None, primary=()) -> list[tuple[str
             continue
         sub = d.ranges[d.ranges["name"].astype(str) == name]
         if (sub["kernels_a"] != sub["kernels_b"]).any():
-            figs.append((f"Kernels per step per layer: {name}", viz.layer_counts(d, range=name)))
-        figs.append((f"GPU time per step per layer: {name}", viz.layer_time(d, range=name)))
+            figs.append(("layers", f"{w.Units} per step per layer: {name}", viz.layer_counts(d, range=name)))
+        figs.append(("layers", f"{w.time} per step per layer: {name}", viz.layer_time(d, range=name)))
     if not ranked and len(d.layers):
-        figs.append(("Kernels per step per layer (all ranges)", viz.layer_counts(d)))
-        figs.append(("GPU time per step per layer (all ranges)", viz.layer_time(d)))
+        figs.append(("layers", f"{w.Units} per step per layer (all ranges)", viz.layer_counts(d)))
+        figs.append(("layers", f"{w.time} per step per layer (all ranges)", viz.layer_time(d)))
     key = _first_changed_key(d, names) if names else None
     if key is not None:
         base, fix = inputs[0], inputs[1]
@@ -111,17 +114,17 @@ def build(inputs, d, names: list[str], sweep=None, primary=()) -> list[tuple[str
             fa = fb = None
         if fa is not None:
             what = "the first step" if where is None else key
-            figs.append((f"Kernel timeline of {what} (base)", fa))
-            figs.append((f"Kernel timeline of {what} (fix)", fb))
+            figs.append(("kernels", f"{w.Unit} timeline of {what}, one row per {w.lane} (base)", fa))
+            figs.append(("kernels", f"{w.Unit} timeline of {what}, one row per {w.lane} (fix)", fb))
     labelled = {f"{i.role}: {i.name}": i.trace for i in inputs}
     steps = max(_steps(i.trace) for i in inputs)
     if steps <= MAX_STEPS_FIGURE:
-        figs.append(("Kernel launches per step", viz.launches_per_step(labelled)))
+        figs.append(("steps", f"{w.Launches} per step", viz.launches_per_step(labelled)))
     else:
-        figs.append(("Kernel launches per step", f"figure left out: {steps} steps in one trace (more than "
-                                                 f"{MAX_STEPS_FIGURE}); the results table gives median and min–max "
-                                                 "over steps"))
-    figs.append(("Range composition by kernel (GPU time per step)",
+        figs.append(("steps", f"{w.Launches} per step",
+                     f"figure left out: {steps} steps in one trace (more than {MAX_STEPS_FIGURE}); the results "
+                     "table gives mean and min–max over steps"))
+    figs.append(("steps", f"Range composition by {w.unit} ({w.time} per step)",
                  viz.range_composition({f"{i.role}: {i.name}": i.trace for i in inputs[:2]}, metric="gpu_time")))
     if sweep is not None:
         for metric in sorted(sweep.metrics, key=lambda m: (metric_rank(m), m)):
@@ -134,7 +137,7 @@ def build(inputs, d, names: list[str], sweep=None, primary=()) -> list[tuple[str
                 pts = [{"context": r["context"], "median_ms": r["median"], "min_ms": r["min"], "max_ms": r["max"],
                         "variant": color_of(r["series"])} for r in sub]
                 where = f" ({facet})" if facet else ""
-                figs.append((f"{raw} vs context length{where}",
+                figs.append(("sweep", f"{raw} vs context length{where}",
                              viz.sweep(pts, x="context", y="median_ms", color="variant", lo="min_ms", hi="max_ms",
                                        title=f"{label} vs context length{html.escape(where, quote=False)} "
                                              "(median, min–max)",

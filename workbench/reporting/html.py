@@ -42,7 +42,7 @@ def table(t: Table, cls: str = "") -> str:
             f'<tbody>{"".join(body)}</tbody></table></div>{note}')
 
 
-def alignment(g: AlignGroup) -> str:
+def alignment(g: AlignGroup, unit: str) -> str:
     rows = []
     for op, name, count in g.ops:
         sign = {"removed": "−", "added": "+"}.get(op, "")
@@ -56,7 +56,8 @@ def alignment(g: AlignGroup) -> str:
     if len(rows) > 40:
         table = f"<details><summary>{len(rows)} lines</summary>{table}</details>"
     return (f'<div class="align"><h4><code>{esc(g.range)}</code>{where} — '
-            f'<span class="removed-t">{g.removed} removed</span>, <span class="added-t">{g.added} added</span>'
+            f'<span class="removed-t">{g.removed} {esc(unit)}(s) removed</span>, '
+            f'<span class="added-t">{g.added} added</span>'
             f'{same}</h4>{table}</div>')
 
 
@@ -113,8 +114,10 @@ code{font:13px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;backgrou
 border-radius:3px;overflow-wrap:anywhere}
 .sub{color:var(--muted);margin:0 0 18px}
 .cards{display:flex;flex-wrap:wrap;gap:12px;margin:12px 0 8px}
-.card{border:1px solid var(--line);border-radius:8px;padding:10px 14px;min-width:200px;background:var(--soft)}
+.card{border:1px solid var(--line);border-radius:8px;padding:10px 14px;min-width:200px;max-width:440px;
+background:var(--soft)}
 .card .k{font-size:12px;color:var(--muted);text-transform:uppercase;letter-spacing:.04em}
+.card.caveat{border-color:#d39b2a;background:#fff6e3}
 .card .v{font-size:20px;font-weight:650}.card .c{font-size:13px;color:var(--acc)}
 nav{font-size:13px;color:var(--muted);margin:10px 0}nav a{color:var(--acc);margin-right:12px;text-decoration:none}
 .scroll{overflow-x:auto}
@@ -139,20 +142,23 @@ footer{margin-top:40px;color:var(--muted);font-size:13px;border-top:1px solid va
 """
 
 
-def render(r: Report, figures: list[tuple[str, object]]) -> str:
-    plotly_js = _plotly_js() if any(not isinstance(f, str) for _, f in figures) else ""
+def render(r: Report, figures: list[tuple[str, str, object]]) -> str:
+    """The page of ``r`` with ``figures``: (section anchor, caption, figure or the reason it
+    was left out), each shown in its section."""
+    plotly_js = _plotly_js() if any(not isinstance(f, str) for _, _, f in figures) else ""
     placed: list[int] = []  # figure indices in page order: each figure's script follows its div
     made: dict[int, tuple[str, str]] = {}
+    w = r.words
 
     def made_fig(k: int) -> tuple[str, str]:
         if k not in made:
-            made[k] = _figure(*figures[k])
+            made[k] = _figure(*figures[k][1:])
         return made[k]
 
-    def figs(match) -> str:
+    def figs(*where: str) -> str:
         out = []
-        for k, (title, fig) in enumerate(figures):
-            if k in placed or not match(title):
+        for k, (anchor, title, fig) in enumerate(figures):
+            if k in placed or (where and anchor not in where):
                 continue
             placed.append(k)
             if isinstance(fig, str):  # a figure left out, with the reason
@@ -160,9 +166,6 @@ def render(r: Report, figures: list[tuple[str, object]]) -> str:
             else:
                 out.append(made_fig(k)[0])
         return "".join(out)
-
-    def starts(*prefixes: str):
-        return lambda t: t.startswith(prefixes)
 
     sections = []
     nav = []
@@ -174,7 +177,7 @@ def render(r: Report, figures: list[tuple[str, object]]) -> str:
     cards = []
     for h in r.headline:
         if h.base or h.fix:
-            cards.append(f'<div class="card"><div class="k">{esc(h.label)}</div>'
+            cards.append(f'<div class="card{" caveat" if h.caveat else ""}"><div class="k">{esc(h.label)}</div>'
                          f'<div class="v">{esc(h.base)} → {esc(h.fix)}</div><div class="c">{esc(h.change)}</div></div>')
         else:
             cards.append(f'<div class="card"><div class="k">{esc(h.label)}</div><div class="c">{esc(h.change)}</div></div>')
@@ -193,29 +196,31 @@ def render(r: Report, figures: list[tuple[str, object]]) -> str:
     if r.layer_counts is not None:
         body += table(r.layer_counts)
     elif not r.changed_ranges:
-        body += "<p>No range changed its kernel count, and no range's GPU time moved past the threshold.</p>"
+        body += (f"<p>No range changed its {esc(w.unit)} count, and no range's {esc(w.time)} moved past the "
+                 "threshold.</p>")
     if r.range_times is not None:
-        body += "<h3>GPU time of the changed ranges</h3>" + table(r.range_times)
-    body += figs(starts("Kernels per step per layer", "GPU time per step per layer"))
-    section("layers", "Per-layer kernel counts and GPU time of the ranges that changed", body)
+        body += f"<h3>{esc(w.time)} of the changed ranges</h3>" + table(r.range_times)
+    body += figs("layers")
+    section("layers", f"Per-layer {w.unit} counts and {w.time} of the ranges that changed", body)
 
-    body = "".join(alignment(g) for g in r.alignments) or "<p>No kernel sequence changed.</p>"
+    body = "".join(alignment(g, w.unit) for g in r.alignments) or f"<p>No {esc(w.unit)} sequence changed.</p>"
     if r.alignments_total > len(r.alignments):
-        body += f'<p class="note">{r.alignments_total - len(r.alignments)} more changed kernel sequences not shown.</p>'
+        body += (f'<p class="note">{r.alignments_total - len(r.alignments)} more changed {esc(w.unit)} sequences '
+                 'not shown.</p>')
 
-    body += figs(starts("Kernel timeline"))
-    section("kernels", "Aligned kernel diff of the ranges that changed", body)
+    body += figs("kernels")
+    section("kernels", f"Aligned {w.unit} diff of the ranges that changed", body)
 
-    body = figs(starts("Kernel launches per step", "Range composition"))
-    section("steps", "Launches per step and range composition", body)
+    body = figs("steps")
+    section("steps", f"{w.Launches} per step and range composition", body)
 
     if r.sweep is not None:
         note = "".join(f"<li>{''.join(cell(p) for p in ln)}</li>" for ln in r.sweep_note)
-        body = (f"<ul class=lines>{note}</ul>" if note else "") + figs(lambda t: " vs context length" in t) \
+        body = (f"<ul class=lines>{note}</ul>" if note else "") + figs("sweep") \
             + table(r.sweep)
         section("sweep", "Sweep: latency vs context length", body)
 
-    rest = figs(lambda t: True)  # any figure no section claimed still gets shown
+    rest = figs()  # any figure no section claimed still gets shown
     if rest:
         section("figures", "More figures", rest)
 
@@ -228,7 +233,7 @@ def render(r: Report, figures: list[tuple[str, object]]) -> str:
                                  or "<li>none recorded</li>") + "</ul>"
     section("gaps", "Not run / remaining gaps", body)
 
-    scripts = [made_fig(k)[1] for k in placed if not isinstance(figures[k][1], str)]
+    scripts = [made_fig(k)[1] for k in placed if not isinstance(figures[k][2], str)]
     csp_scripts = " ".join([_sha(plotly_js)] * bool(plotly_js) + [_sha(s) for s in scripts]) or "'none'"
     csp = (f"default-src 'none'; script-src {csp_scripts}; style-src 'unsafe-inline'; img-src data:; "
            "font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'")

@@ -61,7 +61,7 @@ def table(t: Table) -> str:
     return "\n".join(out)
 
 
-def alignment(g: AlignGroup) -> str:
+def alignment(g: AlignGroup, unit: str) -> str:
     body = []
     for op, name, count in g.ops:
         sign = {"removed": "-", "added": "+"}.get(op, " ")
@@ -71,7 +71,7 @@ def alignment(g: AlignGroup) -> str:
     content = "\n".join(body)
     longest = max((len(m) for m in re.findall(r"`+", content)), default=0)
     fence = "`" * max(3, longest + 1)
-    head = (f"{code(g.range)}{' in ' + text(g.where) if g.where else ''}: {g.removed} kernel(s) removed, "
+    head = (f"{code(g.range)}{' in ' + text(g.where) if g.where else ''}: {g.removed} {text(unit)}(s) removed, "
             f"{g.added} added" + (f" (one range instance shown; {g.count} identical)" if g.count > 1 else ""))
     block = f"{fence}diff\n{content}\n{fence}"
     if len(body) > 40:  # long sequences fold away on GitHub
@@ -80,12 +80,13 @@ def alignment(g: AlignGroup) -> str:
 
 
 def render(r: Report) -> str:
+    w = r.words
     out: list[str] = [f"# {text(r.title)}", "", line(r.subtitle), ""]
     if r.headline:
         items = []
         for h in r.headline:
             if h.base or h.fix:
-                items.append(f"{text(h.label)} **{text(h.base)} → {text(h.fix)}** ({text(h.change)})")
+                items.append(f"{text(h.label)} **{text(h.base)} → {text(h.fix)}**, {text(h.change)}")
             else:
                 items.append(f"{text(h.label)}: {cell(h.change) if not isinstance(h.change, str) else text(h.change)}")
         out += ["**Headline:** " + "; ".join(items), ""]
@@ -101,21 +102,21 @@ def render(r: Report) -> str:
             f"{code(k)} {code(a)} → {code(b)}" for k, a, b in r.variant_changes))
         out.append("")
 
-    out += ["## Per-layer kernel counts of the ranges that changed", ""]
+    out += [f"## Per-layer {text(w.unit)} counts of the ranges that changed", ""]
     if r.layer_counts is not None:
         out += [table(r.layer_counts), ""]
     elif r.changed_ranges:
         out += ["No per-layer ranges changed; see the range table below.", ""]
     else:
-        out += ["No range changed its kernel count, and no range's GPU time moved past the threshold.", ""]
+        out += [text(f"No range changed its {w.unit} count, and no range's {w.time} moved past the threshold."), ""]
     if r.range_times is not None:
-        out += ["### GPU time of the changed ranges", "", table(r.range_times), ""]
+        out += [f"### {text(w.time)} of the changed ranges", "", table(r.range_times), ""]
     if r.alignments:
-        out += ["### Aligned kernel sequences", ""]
+        out += [f"### Aligned {text(w.unit)} sequences", ""]
         for g in r.alignments:
-            out += [alignment(g), ""]
+            out += [alignment(g, w.unit), ""]
         if r.alignments_total > len(r.alignments):
-            out += [f"_{r.alignments_total - len(r.alignments)} more changed kernel sequences not shown._", ""]
+            out += [f"_{r.alignments_total - len(r.alignments)} more changed {text(w.unit)} sequences not shown._", ""]
 
     if r.sweep is not None:
         out += ["## Sweep: latency vs context length", ""]

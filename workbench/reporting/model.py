@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
+from .words import GPU, Words
+
 
 @dataclass(frozen=True)
 class Code:
@@ -65,6 +67,7 @@ class Headline:
     base: str
     fix: str
     change: str
+    caveat: bool = False  # it tells how to read the others (host/launch-bound): the HTML marks it
 
 
 @dataclass
@@ -89,3 +92,4 @@ class Report:
     regenerate: str
     generator: str
     roles: list[tuple[str, str]] = field(default_factory=list)  # (role, name)
+    words: Words = GPU  # what the traces' work units are called (kernels, or CPU ops)

@@ -1,52 +1,33 @@
-"""The numbers a report leads with: timed phases from each capture's recorded timing, and
-kernel launches and GPU time per step counted in the trace itself.
+"""The numbers a report leads with: the timed phases (:mod:`.timing`), and per decode step,
+counted in the trace itself, the work launched, its summed time and, for device work, how much
+of the step the device was busy (:mod:`workbench.analysis.busy`); and the headline made of them.
+
+A step whose device is busy for less than ``HOST_BOUND`` of its wall time waits on the host
+(launch overhead, Python, synchronization): the headline then says so first, because a
+wall-clock verdict on such captures measures the host, while the device time and the launch
+count measure the change itself.
 """
 
 from __future__ import annotations
 
 from .. import textfmt as fmt
+from . import timing
 from .inputs import Input
 from .model import Code, Headline, Mixed, Table
-from .provenance import get
+from .words import Words, trace_words
+from .words import words as words_of
 
-NOT_TIMED = "n/a (not captured with timing)"
 NO_STEPS = "n/a (no step ranges)"
-
-
-def phases(meta: dict) -> dict[str, dict]:
-    """Timed phases of one trace: name -> {median, min, max, n, what}."""
-    t = meta.get("timing")
-    if not isinstance(t, dict):
-        return {}
-    out = {}
-    pre = t.get("prefill_ms")
-    if isinstance(pre, dict) and "median" in pre:
-        out["prefill"] = dict(pre, what="per run")
-    per_rep = t.get("decode_step_ms_per_repeat")
-    dec = t.get("decode_step_ms")
-    if isinstance(per_rep, dict) and "median" in per_rep:
-        out["decode step"] = dict(per_rep, what="mean step per run")
-    elif isinstance(dec, dict) and "median" in dec:
-        out["decode step"] = dict(dec, what="per step")
-    for k in sorted(t):
-        if k.endswith("_ms") and k not in ("prefill_ms", "decode_step_ms") and isinstance(t[k], dict) \
-                and "median" in t[k]:
-            out[k[:-3].replace("_", " ")] = dict(t[k], what="")
-    return out
-
-
-def _stat_cell(s: dict, unit: str = "ms") -> str:
-    mid, lo, hi = float(s["median"]), float(s.get("min", s["median"])), float(s.get("max", s["median"]))
-    n = s.get("n")
-    runs = f", {n} runs" if isinstance(n, int) else ""
-    return f"{fmt.ms(mid)} {unit} ({fmt.ms(lo)}–{fmt.ms(hi)}{runs})"
+NO_DEVICE = "n/a (no device work: a CPU capture)"
+HOST_BOUND = 0.5
 
 
 def launches(inp: Input) -> dict | None:
-    """Kernels and GPU time per decode step instance (the decode steps of
+    """Work launched and its summed time per decode step (the decode steps of
     :func:`workbench.analysis.launches_per_step`: outermost step-named ranges at any depth,
     else model calls, each counted even when it launched nothing; prefill left out), from the
-    per-range totals; None without decode steps."""
+    per-range totals; None without decode steps. ``kernels_mean`` and ``gpu_mean`` are the
+    per-step numbers the diff reports (decode work over decode steps)."""
     from ..analysis import launches_per_step
 
     lp = launches_per_step(inp.trace, phase="decode")
@@ -54,12 +35,31 @@ def launches(inp: Input) -> dict | None:
         return None
     k = sorted(int(x) for x in lp["kernels"])
     g = sorted(int(x) for x in lp["gpu_time_ns"])
-    return {"steps": len(lp), "kernels": k, "gpu_ns": g, "kernels_median": _median(k), "gpu_median": _median(g)}
+    return {"steps": len(lp), "kernels": k, "gpu_ns": g, "kernels_mean": sum(k) / len(k), "gpu_mean": sum(g) / len(g)}
 
 
-def _median(xs: list) -> float:
-    n = len(xs)
-    return float(xs[n // 2]) if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2.0
+def busy(inp: Input) -> dict | None:
+    """Median device busy time, wall time and busy fraction per decode step, with the fraction's
+    min and max over steps; None for a trace whose work units are not device work, or without
+    decode steps."""
+    if not trace_words(inp.meta).device:
+        return None
+    from ..analysis.busy import busy_per_step
+
+    b = busy_per_step(inp.trace)
+    f = b["busy_fraction"].dropna()
+    if not len(f):
+        return None
+    return {"busy_ns": float(b["gpu_busy_ns"].median()), "wall_ns": float(b["wall_ns"].median()),
+            "fraction": float(f.median()), "lo": float(f.min()), "hi": float(f.max()), "steps": len(b)}
+
+
+def _share(f: float) -> str:
+    return f"{100 * f:.0f}%" if f >= 0.1 else f"{100 * f:.1f}%"
+
+
+def _steps(n: int) -> str:
+    return f"{n} step{'s' if n != 1 else ''}"
 
 
 def _launch_cell(lp: dict | None) -> str:
@@ -67,91 +67,145 @@ def _launch_cell(lp: dict | None) -> str:
         return NO_STEPS
     k = lp["kernels"]
     if k[0] == k[-1]:
-        return f"{k[0]} ({lp['steps']} steps)"
-    return f"{fmt.num(lp['kernels_median'])} ({k[0]}–{k[-1]}, {lp['steps']} steps)"
+        return f"{k[0]} ({_steps(lp['steps'])})"
+    return f"{fmt.num(lp['kernels_mean'])} ({k[0]}–{k[-1]}, {_steps(lp['steps'])})"
 
 
-def _gpu_cell(lp: dict | None) -> str:
+def _time_cell(lp: dict | None) -> str:
     if lp is None:
         return NO_STEPS
     g = lp["gpu_ns"]
-    return f"{fmt.us(lp['gpu_median'])} ({fmt.us_from_ns(g[0])}–{fmt.us_from_ns(g[-1])})"
+    return f"{fmt.us(lp['gpu_mean'])} ({fmt.us_from_ns(g[0])}–{fmt.us_from_ns(g[-1])})"
 
 
-def _change(a: dict | None, b: dict | None) -> str:
-    if not a or not b:
-        return "n/a"
-    x, y = float(a["median"]), float(b["median"])
-    r = fmt.ratio(y, x)
-    return fmt.pct(y, x) + (f", {r}" if r else "")
+def _busy_cell(b: dict | None, inp: Input) -> str:
+    if b is None:
+        return NO_STEPS if trace_words(inp.meta).device else NO_DEVICE
+    spread = "" if b["lo"] == b["hi"] else f" ({_share(b['lo'])}–{_share(b['hi'])})"
+    return f"{fmt.us(b['busy_ns'])} / {fmt.us(b['wall_ns'])} = {_share(b['fraction'])}{spread}"
 
 
-def unit(inputs: list[Input]) -> str:
-    """What the traces' kernel table holds: ``kernel`` (GPU), or e.g. ``cpu_op`` (CPU capture)."""
-    shown = {"kernel": "kernel", "cpu_op": "CPU op"}
-    units = sorted({str(get(i.meta, "source", "work_units") or "kernel") for i in inputs})
-    return "/".join(shown.get(u, u.replace("_", " ")) for u in units)
+def _count_change(a: float, b: float) -> str:
+    return f"{fmt.signed(b - a)} ({fmt.pct(b, a)})"
+
+
+def _time_change(a: float, b: float) -> str:
+    return f"{b / a:.2f}x ({fmt.pct(b, a)})" if a > 0 else "n/a"
+
+
+def _busy_change(a: dict, b: dict) -> str:
+    bound = [x["fraction"] < HOST_BOUND for x in (a, b)]
+    label = ": host/launch-bound" if all(bound) else ": base host/launch-bound" if bound[0] else \
+        ": fix host/launch-bound" if bound[1] else ""
+    return f"{_share(a['fraction'])} → {_share(b['fraction'])}{label}"
 
 
 def _timers(inputs: list[Input]) -> str:
     names = {"cuda_event": "CUDA events", "host": "host clock"}
-    timers = sorted({str(get(i.meta, "timing", "timer")) for i in inputs if get(i.meta, "timing", "timer")})
-    return "timer: " + ", ".join(names.get(t, t) for t in timers) if timers else "no timing recorded"
+    timed = [timing.recorded(i.meta) for i in inputs]
+    timers = sorted({str(t["timer"]) for t in timed if t.get("timer")})
+    text = "timer: " + ", ".join(names.get(t, t) for t in timers) if timers else "no timing recorded"
+    benched = [i.role for i, t in zip(inputs, timed) if t.get("source") == "workbench bench"]
+    if benched:  # a bench's samples replace the capture's: say whose
+        text += "; " + ", ".join(benched) + " timed by workbench bench (variants interleaved round by round)"
+    return text
 
 
-def _with_delta(cell: str, a: dict | None, b: dict | None) -> str:
-    if not a or not b:
-        return cell
-    return f"{cell}; {fmt.pct(float(b['median']), float(a['median']))} vs base"
+def _note(inputs: list[Input], words: Words, busy_shown: bool) -> str:
+    note = (f"Timed phases come from the timing recorded with each trace ({_timers(inputs)}; median over "
+            f"repeated runs, min–max across them). {timing.method()} The rows from the trace are counted over "
+            f"its captured decode steps (step ranges): {words.launches} and their time are the mean per step, "
+            "as the diff counts them, with min–max over steps and no interval (a capture holds a few steps).")
+    if busy_shown:
+        note += (" GPU busy is the union of a step's kernels' intervals on every stream and device "
+                 "(overlap counted once) over the step range's wall time on the host, median over steps. Below "
+                 f"{HOST_BOUND:.0%} the step waits on the host (launches, Python, synchronization): host/launch-bound, "
+                 "and its wall time measures the host more than the GPU work. Above 100% the kernels ran on past the "
+                 "range's end: the host ran ahead of the GPU. The traced steps ran under the profiler, which slows "
+                 "the host: their wall time can exceed the timed decode step, and the fraction is then lower than "
+                 "without it.")
+    cpu = [i for i in inputs if not trace_words(i.meta).device]
+    if cpu:
+        which = "These traces hold" if len(cpu) == len(inputs) else \
+            ", ".join(i.role for i in cpu) + (" holds" if len(cpu) == 1 else " hold")
+        note += f" {which} {words_of(i.meta for i in cpu).units} (a CPU capture): no device busy time."
+    return note
 
 
-def results(inputs: list[Input], phases: list[dict], launches: list, unit: str) -> Table:
-    """The "Commands and Results" table: timed phases, then launches and time per step."""
+def _extra(cell: str, change: str) -> str:
+    return cell if change == "n/a" else f"{cell}; vs base {change}"
+
+
+def results(inputs: list[Input], phases: list[dict], comps: list[dict], launched: list, busies: list,
+            words: Words) -> Table:
+    """The "Commands and Results" table: timed phases, then launches, time and busy per step.
+    ``comps[i]``: phase -> comparison of trace i against the base (``comps[0]`` unused)."""
     base, fix, extras = inputs[0], inputs[1], inputs[2:]
     headers = ["Metric", Mixed(("base: ", Code(base.name))), Mixed(("fix: ", Code(fix.name))),
                "Change (fix vs base)"] + [Mixed((f"{e.role}: ", Code(e.name))) for e in extras]
     rows = []
-    phase_names = ["prefill", "decode step"] + sorted({p for ph in phases for p in ph} - {"prefill", "decode step"})
-    for p in phase_names:
+    for p in timing.names(phases):
         what = next((ph[p]["what"] for ph in phases if p in ph and ph[p].get("what")), "")
-        label = f"{p} (median, min–max{', ' + what if what else ''})"
-        cells = [(_stat_cell(ph[p]) if p in ph else NOT_TIMED) for ph in phases]
-        row = [label, cells[0], cells[1], _change(phases[0].get(p), phases[1].get(p))]
-        row += [_with_delta(c, phases[0].get(p), ph.get(p)) for c, ph in zip(cells[2:], phases[2:])]
-        rows.append(row)
-    lp_stat = [None if lp is None else {"median": lp["kernels_median"]} for lp in launches]
-    gpu_stat = [None if lp is None else {"median": lp["gpu_median"]} for lp in launches]
-    row = [f"{unit} launches per decode step (from the trace)", *[_launch_cell(lp) for lp in launches[:2]]]
-    if launches[0] and launches[1]:
-        a, b = launches[0]["kernels_median"], launches[1]["kernels_median"]
-        row.append(f"{fmt.signed(b - a)} ({fmt.pct(b, a)})")
-    else:
-        row.append("n/a")
-    row += [_with_delta(_launch_cell(lp), lp_stat[0], st) for lp, st in zip(launches[2:], lp_stat[2:])]
-    rows.append(row)
-    row = [f"{'GPU kernel' if unit == 'kernel' else unit} time per decode step (from the trace)",
-           *[_gpu_cell(lp) for lp in launches[:2]], _change(gpu_stat[0], gpu_stat[1])]
-    row += [_with_delta(_gpu_cell(lp), gpu_stat[0], st) for lp, st in zip(launches[2:], gpu_stat[2:])]
-    rows.append(row)
-    return Table(headers, rows, numeric=tuple(range(1, len(headers))),
-                 note=f"Timed phases come from the timing recorded with each capture ({_timers(inputs)}; "
-                      "median over repeated runs, min–max across runs); launches and their time per step are "
-                      "counted in the trace itself, over its captured decode steps (step ranges)."
-                      + ("" if unit == "kernel" else f" These traces hold {unit} events (a CPU capture), "
-                                                     "not GPU kernels."))
+        st = [ph.get(p) for ph in phases]
+        ch = [timing.change(st[0], s, c.get(p)) for s, c in zip(st, comps)]
+        cells = [timing.stat_cell(s) for s in st]
+        rows.append([f"{p} (median, min–max{', ' + what if what else ''})", cells[0], cells[1], ch[1],
+                     *[_extra(c, x) for c, x in zip(cells[2:], ch[2:])]])
+    la = launched[0]
+
+    def trace_row(label: str, cell, change) -> list:
+        vs = [change(la, lp) if la and lp else "n/a" for lp in launched]
+        return [label, cell(launched[0]), cell(launched[1]), vs[1],
+                *[_extra(cell(lp), x) for lp, x in zip(launched[2:], vs[2:])]]
+
+    rows.append(trace_row(f"{words.launches} per decode step (from the trace)", _launch_cell,
+                          lambda a, b: _count_change(a["kernels_mean"], b["kernels_mean"])))
+    rows.append(trace_row(f"{words.time} per decode step (sum of {words.unit} durations, from the trace)", _time_cell,
+                          lambda a, b: _time_change(a["gpu_mean"], b["gpu_mean"])))
+    shown = any(b is not None for b in busies)
+    if shown:
+        ba = busies[0]
+        vs = [_busy_change(ba, b) if ba and b else "n/a" for b in busies]
+        cells = [_busy_cell(b, i) for b, i in zip(busies, inputs)]
+        rows.append(["GPU busy per decode step / wall (from the trace)", cells[0], cells[1], vs[1],
+                     *[_extra(c, x) for c, x in zip(cells[2:], vs[2:])]])
+    return Table(headers, rows, numeric=tuple(range(1, len(headers))), note=_note(inputs, words, shown))
 
 
-def headline(phases: list[dict], launches: list, unit: str) -> list[Headline]:
+def _host_bound(busies: list, launched: list, words: Words) -> Headline | None:
+    """The headline's first item when base or fix waits on the host for most of a step."""
+    a, b = busies[0], busies[1]
+    if a is None or b is None:
+        return None
+    bound = [x["fraction"] < HOST_BOUND for x in (a, b)]
+    if not any(bound):
+        return None
+    who = "host/launch-bound" if all(bound) else f"{'base' if bound[0] else 'fix'} host/launch-bound, " \
+                                                 f"{'fix' if bound[0] else 'base'} not"
+    la, lb = launched[0], launched[1]
+    counts = f" with {fmt.num(la['kernels_mean'])} → {fmt.num(lb['kernels_mean'])} {words.launches} per step" \
+        if la and lb else ""
+    reading = ("the wall-time verdicts reflect the host, the GPU-time and launch numbers the change" if all(bound)
+               else "the wall-time verdicts compare a host-bound step with one that is not")
+    return Headline("GPU busy per decode step", _share(a["fraction"]), _share(b["fraction"]),
+                    f"{who}{counts}: {reading}", caveat=True)
+
+
+def headline(phases: list[dict], comps: list[dict], launched: list, busies: list, words: Words) -> list[Headline]:
     """The numbers a PR description leads with (base vs fix)."""
     out = []
-    for p in ("prefill", "decode step"):
-        if p in phases[0] and p in phases[1]:
-            out.append(Headline(p, f"{fmt.ms(phases[0][p]['median'])} ms", f"{fmt.ms(phases[1][p]['median'])} ms",
-                                _change(phases[0][p], phases[1][p])))
-    if launches[0] and launches[1]:
-        a, b = launches[0]["kernels_median"], launches[1]["kernels_median"]
-        out.append(Headline(f"{unit} launches per decode step", fmt.num(a), fmt.num(b), fmt.pct(b, a)))
-        ga, gb = launches[0]["gpu_median"], launches[1]["gpu_median"]
-        out.append(Headline(f"{'GPU' if unit == 'kernel' else unit} time per decode step", fmt.us(ga),
-                            fmt.us(gb), _change({"median": ga}, {"median": gb})))
+    bound = _host_bound(busies, launched, words)
+    if bound is not None:
+        out.append(bound)
+    for p in timing.ORDER:
+        a, b = phases[0].get(p), phases[1].get(p)
+        if a and b:
+            out.append(Headline(p, f"{fmt.ms(a['median'])} ms", f"{fmt.ms(b['median'])} ms",
+                                timing.change(a, b, comps[1].get(p))))
+    la, lb = launched[0], launched[1]
+    if la and lb:
+        out.append(Headline(f"{words.launches} per decode step", fmt.num(la["kernels_mean"]),
+                            fmt.num(lb["kernels_mean"]), fmt.pct(lb["kernels_mean"], la["kernels_mean"])))
+        out.append(Headline(f"{words.time} per decode step", fmt.us(la["gpu_mean"]), fmt.us(lb["gpu_mean"]),
+                            _time_change(la["gpu_mean"], lb["gpu_mean"])))
     return out

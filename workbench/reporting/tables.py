@@ -7,6 +7,7 @@ from __future__ import annotations
 from .. import textfmt as fmt
 from .inputs import Sweep
 from .model import AlignGroup, Code, Table, listing
+from .words import Words
 
 # A range counts as changed when its kernel count differs in any layer, or when its GPU time
 # per step (summed over layers) moved by at least this fraction and this many nanoseconds.
@@ -46,7 +47,7 @@ def _arrow(a: float, b: float) -> str:
     return fmt.num(a) if a == b else f"{fmt.num(a)} → {fmt.num(b)}"
 
 
-def layer_counts(d, names: list[str]) -> Table | None:
+def layer_counts(d, names: list[str], words: Words) -> Table | None:
     lay = d.layers[(d.layers["layer"] >= 0) & d.layers["range"].astype(str).isin(names)]
     moved = set(lay.loc[lay["kernels_a"] != lay["kernels_b"], "range"].astype(str))
     lay = lay[lay["range"].astype(str).isin(moved)]  # time-only changes are in the range table
@@ -74,12 +75,12 @@ def layer_counts(d, names: list[str]) -> Table | None:
             groups.append(([layer], key))
     rows = [[fmt.layer_span(ls), *key] for ls, key in groups]
     return Table(["Layer(s)", *[Code(c) for c in cols]], rows, numeric=tuple(range(1, len(cols) + 1)),
-                 note="Kernels launched per decode step in each changed range, base → fix "
+                 note=f"{words.Units} per decode step in each changed range, base → fix "
                       "(consecutive layers with identical counts share a row)."
                       + (f" {more} more changed range(s) are in the table below." if more else ""))
 
 
-def range_times(d, names: list[str]) -> Table | None:
+def range_times(d, names: list[str], words: Words) -> Table | None:
     r = ranges_view(d)
     r = r[r["name"].astype(str).isin(names)]
     if not len(r):
@@ -92,10 +93,10 @@ def range_times(d, names: list[str]) -> Table | None:
         where = "only in base" if status == ["only_a"] else "only in fix" if status == ["only_b"] else ""
         rows.append([Code(name), str(len(g)) + (f" ({where})" if where else ""), _arrow(ka, kb),
                      f"{fmt.us_from_ns(ta)} → {fmt.us_from_ns(tb)}", fmt.pct(tb, ta)])
-    return Table(["Range", "Instances per step", "Kernels per step", f"GPU time per step ({fmt.MICRO})", "Change"], rows,
-                 numeric=(1, 2, 3, 4),
-                 note=f"Summed over layers. A range is listed when its kernel count changed or its GPU time moved "
-                      f"by at least {TIME_CHANGE:.0%} (and {TIME_CHANGE_NS / 1000:g} {fmt.MICRO}).")
+    return Table(["Range", "Instances per step", f"{words.Units} per step", f"{words.time} per step ({fmt.MICRO})",
+                  "Change"], rows, numeric=(1, 2, 3, 4),
+                 note=f"Summed over layers. A range is listed when its {words.unit} count changed or its "
+                      f"{words.time} moved by at least {TIME_CHANGE:.0%} (and {TIME_CHANGE_NS / 1000:g} {fmt.MICRO}).")
 
 
 def _runs(names: list[str]) -> list[tuple[str, int]]:

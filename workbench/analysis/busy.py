@@ -1,0 +1,88 @@
+"""Where a step's time goes: how much of each decode step's wall time the device was busy.
+
+Per decode step (:mod:`.steps`): ``wall_ns``, its range's end - start; ``gpu_busy_ns``, the
+length of the union of the ``[start, end)`` intervals of the kernels launched in the step, on
+every stream and device, so kernels that overlap count once; ``busy_fraction``, their ratio;
+``kernels``, how many. A kernel belongs to the step of the range its launch is attributed to
+(``range_id``: for a CUDA-graph kernel, the range of its graph launch), as every per-step count
+does. A low fraction means the step waited on the host (launch overhead, Python, sync), not on
+the device: a wall-clock comparison of such captures measures the host more than the kernels.
+
+For a CPU capture (``cpu_op`` work units) the same numbers are CPU-op busy time; callers
+should not read them as a device's.
+
+Vectorized: kernels sorted by (step, start), then one sweep with a per-step running maximum of
+the ends seen so far; each kernel adds only the part of it past that maximum.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace.build.attribution import group_sums
+from ..trace.schema import Trace
+from .steps import DECODE, PHASES, trace_steps_info
+
+COLUMNS = ["step", "phase", "wall_ns", "gpu_busy_ns", "busy_fraction", "kernels"]
+
+
+def union_lengths(group: np.ndarray, start: np.ndarray, end: np.ndarray, n: int) -> np.ndarray:
+    """Per group 0..n-1: the total length of the union of its ``[start, end)`` intervals."""
+    if not len(group):
+        return np.zeros(n, dtype=np.int64)
+    order = np.lexsort((start, group))
+    g, s, e = group[order], start[order], end[order]
+    # Running maximum of the ends within each group (pandas' grouped cummax is one pass).
+    reach = pd.Series(e).groupby(g, sort=False).cummax().to_numpy()
+    before = np.empty_like(reach)
+    before[1:] = reach[:-1]
+    first = np.r_[True, g[1:] != g[:-1]]
+    before[first] = np.iinfo(np.int64).min
+    added = np.maximum(e - np.maximum(s, before), 0)
+    return group_sums(g, added, n)
+
+
+def busy_per_step(trace: Trace, step_regex: str | None = None) -> pd.DataFrame:
+    """One row per decode step, in time order: ``step, phase, wall_ns, gpu_busy_ns,
+    busy_fraction, kernels`` (see the module docstring). A step that ran on several threads or
+    ranks (one range each, one step key) is one row, as in
+    :func:`~workbench.analysis.launches_per_step`: the union of all their kernels, over the wall
+    time from the first range's start to the last one's end. Reads only the kernels' ``start``,
+    ``end`` and ``range_id`` and the ranges' ``start`` and ``end``."""
+    if not trace.rows("ranges"):
+        return pd.DataFrame(columns=COLUMNS)
+    info = trace_steps_info(trace, step_regex)
+    steps = info.ids(DECODE)
+    if not len(steps):
+        return pd.DataFrame(columns=COLUMNS)
+    r = trace.columns("ranges", ["start", "end"])
+    codes = pd.factorize(info.key[steps].astype(str))[0]
+    n = int(codes.max()) + 1
+    first = np.full(n, np.iinfo(np.int64).max)
+    np.minimum.at(first, codes, r["start"].to_numpy()[steps])
+    last = np.full(n, np.iinfo(np.int64).min)
+    np.maximum.at(last, codes, r["end"].to_numpy()[steps])
+    head = np.zeros(n, dtype=np.int64)
+    head[codes[::-1]] = steps[::-1]  # the first step range of each key names the row
+    slot = np.full(len(info.step), -1, dtype=np.int64)  # range id -> its step's row, -1: no decode step
+    slot[steps] = codes
+    k = trace.columns("kernels", ["start", "end", "range_id"])
+    rid = k["range_id"].to_numpy()
+    step_of = np.where(rid >= 0, info.step[np.maximum(rid, 0)], -1)
+    row = np.where(step_of >= 0, slot[np.maximum(step_of, 0)], -1)
+    mine = row >= 0
+    row = row[mine]
+    busy = union_lengths(row, k["start"].to_numpy()[mine], k["end"].to_numpy()[mine], n)
+    wall = last - first
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fraction = np.where(wall > 0, busy / np.maximum(wall, 1), np.nan)
+    order = np.argsort(first, kind="stable")
+    return pd.DataFrame({
+        "step": info.label[head].astype(str)[order],
+        "phase": np.asarray(PHASES, dtype=object)[info.phase[head]][order],
+        "wall_ns": wall[order],
+        "gpu_busy_ns": busy[order],
+        "busy_fraction": fraction[order],
+        "kernels": np.bincount(row, minlength=n).astype(np.int64)[order],
+    }, columns=COLUMNS)

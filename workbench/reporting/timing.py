@@ -1,0 +1,123 @@
+"""The timed phases of a report: what each capture recorded, and fix (and every extra) against
+base as the ratio of medians with its confidence interval and a verdict
+(:mod:`workbench.analysis.stats`: base against fix is the diff's ``timing``).
+
+A phase's cell shows the samples the comparison uses, as
+:func:`workbench.analysis.stats.timed_samples` chooses them: the timing of a ``workbench bench``
+(``timing_bench``: variants interleaved round by round) where one was stored, else the capture's
+own; for the decode step, the per-run means where their samples were kept (the unit that varies
+run to run), else the per-step times.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import textfmt as fmt
+
+NOT_TIMED = "n/a (not captured with timing)"
+NO_SAMPLES = "no samples recorded: no interval, no verdict"
+ORDER = ("prefill", "decode step")
+
+# Phase -> (timing key, what one sample is), the first key present wins (the first with samples
+# before one without): the keys analysis.stats.PHASE_SAMPLES reads, in its order.
+_KEYS = {
+    "prefill": (("prefill_ms", "per run"),),
+    "decode step": (("decode_step_ms_per_repeat", "mean step per run"), ("decode_step_ms", "per step")),
+}
+
+
+def _has(stat) -> bool:
+    return isinstance(stat, dict) and "median" in stat
+
+
+def _sampled(stat) -> bool:
+    return _has(stat) and isinstance(stat.get("samples"), list) and bool(stat["samples"])
+
+
+def recorded(meta: dict) -> dict:
+    """The timing a trace's phases are compared from: its bench's, else its capture's ({} for none)."""
+    return next((t for t in (meta.get("timing_bench"), meta.get("timing")) if isinstance(t, dict)), {})
+
+
+def phases(meta: dict) -> dict[str, dict]:
+    """Timed phases of one trace: name -> {median, min, max, n, samples, what, metric}; ``metric``
+    is the name :mod:`~workbench.analysis.stats` compares it under (``decode_step_ms``)."""
+    t = recorded(meta)
+    out = {}
+    for name, keys in _KEYS.items():
+        present = [(k, what) for k, what in keys if _has(t.get(k))]
+        chosen = next(((k, w) for k, w in present if _sampled(t[k])), present[0] if present else None)
+        if chosen is not None:
+            out[name] = dict(t[chosen[0]], what=chosen[1], metric=keys[-1][0])
+    known = {k for keys in _KEYS.values() for k, _ in keys}
+    for k in sorted(t):
+        if k.endswith("_ms") and k not in known and _has(t[k]):
+            out[k[:-3].replace("_", " ")] = dict(t[k], what="", metric=k)
+    return out
+
+
+def names(all_phases: list[dict]) -> list[str]:
+    """Every phase any trace timed, prefill and decode step first."""
+    return list(ORDER) + sorted({p for ph in all_phases for p in ph} - set(ORDER))
+
+
+def compare(base: dict, other: dict, known: list | None = None) -> dict:
+    """Phase -> :class:`~workbench.analysis.stats.Comparison` of ``other`` against ``base``
+    (phase dicts of :func:`phases`) for every phase both sampled; ``known`` (the diff's
+    ``timing``) is used where it has the phase's metric."""
+    from ..analysis.stats import compare_samples
+
+    given = {c.metric: c for c in known or []}
+    out = {}
+    for name, a in base.items():
+        b = other.get(name)
+        if b is None or not (_sampled(a) and _sampled(b)):
+            continue
+        try:
+            out[name] = given.get(a["metric"]) or compare_samples(a["metric"], a["samples"], b["samples"])
+        except ValueError:  # no finite sample on a side: shown without an interval
+            continue
+    return out
+
+
+def _x(r: float) -> str:
+    if not math.isfinite(r):
+        return "n/a"
+    return f"{r:.2f}" if r >= 0.1 else f"{r:.2g}"
+
+
+def verdict(c) -> str:
+    """``0.67x (95% CI 0.66–0.68): faster``: B / A with its interval and verdict."""
+    from ..analysis.stats import CONFIDENCE
+
+    return f"{_x(c.ratio)}x ({CONFIDENCE:.0%} CI {_x(c.ci_low)}–{_x(c.ci_high)}): {c.verdict}"
+
+
+def change(a: dict | None, b: dict | None, c) -> str:
+    """The change cell of one timed phase: the verdict, else the bare ratio and why no more."""
+    if c is not None:
+        return verdict(c)
+    if not a or not b:
+        return "n/a"
+    x, y = float(a["median"]), float(b["median"])
+    return f"{_x(y / x)}x ({NO_SAMPLES})" if x > 0 else "n/a"
+
+
+def stat_cell(s: dict | None) -> str:
+    if s is None:
+        return NOT_TIMED
+    mid, lo, hi = float(s["median"]), float(s.get("min", s["median"])), float(s.get("max", s["median"]))
+    n = s.get("n")
+    runs = f", {n} {'steps' if s.get('what') == 'per step' else 'runs'}" if isinstance(n, int) else ""
+    return f"{fmt.ms(mid)} ms ({fmt.ms(lo)}–{fmt.ms(hi)}{runs})"
+
+
+def method() -> str:
+    """The note naming how the change column of a timed phase is worked out."""
+    from ..analysis.stats import CONFIDENCE, MIN_EFFECT, RESAMPLES
+
+    return (f"The change of a timed phase is fix / base of the medians with its {CONFIDENCE:.0%} confidence "
+            f"interval: a percentile bootstrap of the ratio of medians ({RESAMPLES} resamples, seeded); "
+            f"significant when the interval excludes 1 and the change is at least {MIN_EFFECT:.0%}, else "
+            "\"no significant change\".")

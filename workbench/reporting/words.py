@@ -1,0 +1,66 @@
+"""What a report calls the work it counts, chosen once from the traces' own record.
+
+A GPU capture's kernel table holds kernels, timed on the device; a CPU-only capture's holds its
+top-level CPU ops (``source.work_units == "cpu_op"``), timed on threads. Every heading, row
+label, note and figure caption of a report takes its words from :func:`words`, so a CPU trace is
+never described as GPU work, and only device work gets a busy fraction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Words:
+    unit: str  # one work unit: "kernel"
+    units: str  # "kernels"
+    launches: str  # what a step issues: "kernel launches"
+    time: str  # their summed duration: "GPU time"
+    lane: str  # where they run side by side: "stream"
+    device: bool  # the units are device work: busy time and a host/launch-bound label apply
+
+    @property
+    def Unit(self) -> str:  # noqa: N802 - the capitalized form, for the start of a title
+        return self.unit[:1].upper() + self.unit[1:]
+
+    @property
+    def Units(self) -> str:  # noqa: N802
+        return self.units[:1].upper() + self.units[1:]
+
+    @property
+    def Launches(self) -> str:  # noqa: N802
+        return self.launches[:1].upper() + self.launches[1:]
+
+
+GPU = Words("kernel", "kernels", "kernel launches", "GPU time", "stream", True)
+CPU = Words("CPU op", "CPU ops", "CPU ops", "CPU op time", "thread", False)
+_BY_UNIT = {"kernel": GPU, "cpu_op": CPU}
+
+
+def trace_words(meta: dict) -> Words:
+    """The words for one trace, from its manifest's ``source.work_units``."""
+    source = meta.get("source") if isinstance(meta.get("source"), dict) else {}
+    unit = str(source.get("work_units") or "kernel")
+    if unit in _BY_UNIT:
+        return _BY_UNIT[unit]
+    name = unit.replace("_", " ")
+    return Words(name, f"{name}s", f"{name}s", f"{name} time", "thread", False)
+
+
+def words(metas) -> Words:
+    """The words for traces with these manifests: theirs when they agree, else both spelled
+    out (``kernel/CPU op``), with no device claim."""
+    found = []
+    for m in metas:
+        w = trace_words(m)
+        if w not in found:
+            found.append(w)
+    if len(found) == 1:
+        return found[0]
+    found.sort(key=lambda w: (not w.device, w.unit))
+
+    def join(attr: str) -> str:
+        return "/".join(getattr(w, attr) for w in found)
+
+    return Words(join("unit"), join("units"), join("launches"), join("time"), join("lane"), False)
