@@ -110,7 +110,9 @@ def _text(d, top: int, clean, timing: str) -> None:
 def samples_source(meta: dict) -> str:
     """Where ``stats.timed_samples`` takes a trace's samples from: ``timing_bench`` (an
     interleaved ``workbench bench --store``) when the manifest holds it, else ``timing``."""
-    return "timing_bench" if isinstance(meta.get("timing_bench"), dict) else "timing"
+    from .analysis.stats import recorded_timing
+
+    return recorded_timing(meta)[0]
 
 
 def timing_line(c) -> str:

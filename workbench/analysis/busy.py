@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..trace.build.attribution import group_sums
 from ..trace.schema import Trace
-from .steps import DECODE, PHASES, trace_steps_info
+from .steps import DECODE, PHASES, step_rows, trace_steps_info
 
 COLUMNS = ["step", "phase", "wall_ns", "gpu_busy_ns", "busy_fraction", "kernels"]
 
@@ -57,14 +57,7 @@ def busy_per_step(trace: Trace, step_regex: str | None = None) -> pd.DataFrame:
     if not len(steps):
         return pd.DataFrame(columns=COLUMNS)
     r = trace.columns("ranges", ["start", "end"])
-    codes = pd.factorize(info.key[steps].astype(str))[0]
-    n = int(codes.max()) + 1
-    first = np.full(n, np.iinfo(np.int64).max)
-    np.minimum.at(first, codes, r["start"].to_numpy()[steps])
-    last = np.full(n, np.iinfo(np.int64).min)
-    np.maximum.at(last, codes, r["end"].to_numpy()[steps])
-    head = np.zeros(n, dtype=np.int64)
-    head[codes[::-1]] = steps[::-1]  # the first step range of each key names the row
+    codes, n, first, last, head = step_rows(info, steps, r["start"].to_numpy()[steps], r["end"].to_numpy()[steps])
     slot = np.full(len(info.step), -1, dtype=np.int64)  # range id -> its step's row, -1: no decode step
     slot[steps] = codes
     k = trace.columns("kernels", ["start", "end", "range_id"])

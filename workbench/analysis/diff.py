@@ -288,7 +288,7 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
         for k, seq in side.sequences(r.loc[r["status"] == status, "range"].tolist()).items():
             alignments[k] = Alignment([(op, seq)])
     _count_changes(r, alignments, fa, fb)
-    moved = (r["delta_gpu_time_ns"].abs() >= np.maximum(_TIME_MIN_NS, _TIME_MIN_FRACTION * r["gpu_time_ns_a"]))
+    moved = time_moved(r["gpu_time_ns_a"].to_numpy(), r["gpu_time_ns_b"].to_numpy())
     kernels_changed = (r["delta_kernels"] != 0) | r["range"].map(
         lambda k: bool(alignments[k].removed or alignments[k].added) if k in alignments else False)
     r["changed"] = np.where(kernels_changed, "kernels", np.where(moved, "time", ""))
@@ -315,8 +315,15 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
 
 # A range's per-step GPU time "changed" when it moved by at least this much (both): the time
 # of an unchanged range moves a little between any two captures.
-_TIME_MIN_NS = 1000
-_TIME_MIN_FRACTION = 0.2
+TIME_CHANGE_NS = 1000
+TIME_CHANGE = 0.2
+
+
+def time_moved(a, b):
+    """Whether per-step GPU times ``a`` -> ``b`` (scalars or arrays) moved enough to call the
+    range changed (see :data:`TIME_CHANGE`, :data:`TIME_CHANGE_NS`)."""
+    delta = np.abs(np.asarray(b, dtype=float) - np.asarray(a, dtype=float))
+    return (delta >= TIME_CHANGE_NS) & (delta >= TIME_CHANGE * np.asarray(a, dtype=float))
 
 
 def _count_changes(r: pd.DataFrame, alignments: dict[str, Alignment], fa: _Side, fb: _Side) -> None:

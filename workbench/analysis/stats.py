@@ -87,9 +87,19 @@ def compare_samples(metric: str, a, b, *, confidence: float = CONFIDENCE, min_ef
     return Comparison(metric, ma, mb, ratio, low, high, bool(significant), verdict, len(a), len(b))
 
 
+def recorded_timing(meta: dict) -> tuple[str, dict]:
+    """Which timing a trace is compared by, and it: ``timing_bench`` (an interleaved
+    ``workbench bench --store``) when the manifest holds it, else the capture's ``timing``
+    (``("timing", {})`` when there is none)."""
+    for key in ("timing_bench", "timing"):
+        if isinstance(meta.get(key), dict):
+            return key, meta[key]
+    return "timing", {}
+
+
 def timed_samples(meta: dict, metric: str) -> list[float] | None:
     """The samples a capture recorded for ``metric`` (a key of :data:`PHASE_SAMPLES`), or None."""
-    timing = next((t for t in (meta.get("timing_bench"), meta.get("timing")) if isinstance(t, dict)), {})
+    timing = recorded_timing(meta)[1]
     for key in PHASE_SAMPLES.get(metric, (metric,)):
         s = timing.get(key)
         if isinstance(s, dict) and isinstance(s.get("samples"), list) and s["samples"]:

@@ -219,6 +219,22 @@ def _steps(trace: Trace, step_regex: str, prefill_regex: str) -> Steps:
     return Steps(step, phase, label, key, calls)
 
 
+def step_rows(info: Steps, steps: np.ndarray, start: np.ndarray, end: np.ndarray):
+    """Step ranges ``steps`` (ids; ``start``/``end`` theirs) as rows, one per step key: a step
+    that ran on several threads or ranks is one row. Returns each range's row, the number of
+    rows, each row's first start and last end, and the first range of each row (it names
+    the row)."""
+    codes = pd.factorize(info.key[steps].astype(str))[0]
+    n = int(codes.max()) + 1 if len(codes) else 0
+    first = np.full(n, np.iinfo(np.int64).max)
+    np.minimum.at(first, codes, start)
+    last = np.full(n, np.iinfo(np.int64).min)
+    np.maximum.at(last, codes, end)
+    head = np.zeros(n, dtype=np.int64)
+    head[codes[::-1]] = steps[::-1]
+    return codes, n, first, last, head
+
+
 def trace_steps(trace: Trace, step_regex: str | None = None) -> np.ndarray:
     """The step range of each range (its id), -1 for none: see :class:`Steps`."""
     return trace_steps_info(trace, step_regex).step

@@ -9,7 +9,7 @@ from ..errors import WorkbenchError
 from ..trace.build.attribution import group_sums
 from ..trace.schema import Trace
 from .projection import NO_LAUNCH, NO_RANGE, kernel_display, trace_labels, trace_layers
-from .steps import PHASES, step_groups, trace_steps_info
+from .steps import PHASES, step_groups, step_rows, trace_steps_info
 
 BY = ("range", "layer", "kernel", "path", "step", "phase")
 
@@ -142,19 +142,11 @@ def launches_per_step(trace: Trace, step_regex: str | None = None, phase: str | 
     n = len(r)
     counts = group_sums(step[inside], r["kernels"].to_numpy()[inside], n)[steps]
     times = group_sums(step[inside], r["gpu_time_ns"].to_numpy()[inside], n)[steps]
-    start, end = r["start"].to_numpy()[steps], r["end"].to_numpy()[steps]
-    codes = pd.factorize(info.key[steps].astype(str))[0]
-    k = int(codes.max()) + 1
-    first = np.full(k, np.iinfo(np.int64).max)
-    np.minimum.at(first, codes, start)
-    last = np.full(k, np.iinfo(np.int64).min)
-    np.maximum.at(last, codes, end)
-    head = np.zeros(k, dtype=np.int64)
-    head[codes[::-1]] = np.arange(len(codes))[::-1]  # the first step range of each key
+    codes, k, first, last, head = step_rows(info, steps, r["start"].to_numpy()[steps], r["end"].to_numpy()[steps])
     order = np.argsort(first, kind="stable")
     return pd.DataFrame({
-        "step": info.label[steps[head]].astype(str)[order],
-        "phase": np.asarray(PHASES, dtype=object)[info.phase[steps[head]]][order],
+        "step": info.label[head].astype(str)[order],
+        "phase": np.asarray(PHASES, dtype=object)[info.phase[head]][order],
         "kernels": group_sums(codes, counts, k)[order],
         "gpu_time_ns": group_sums(codes, times, k)[order],
         "wall_ns": (last - first)[order],

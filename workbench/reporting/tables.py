@@ -5,14 +5,13 @@ sequences, and the sweep as a table with its notes.
 from __future__ import annotations
 
 from .. import textfmt as fmt
+from ..analysis.diff import TIME_CHANGE, TIME_CHANGE_NS, time_moved
 from .inputs import Sweep
 from .model import AlignGroup, Code, Table, listing
 from .words import Words
 
 # A range counts as changed when its kernel count differs in any layer, or when its GPU time
-# per step (summed over layers) moved by at least this fraction and this many nanoseconds.
-TIME_CHANGE = 0.20
-TIME_CHANGE_NS = 1000.0
+# per step, summed over layers, moved by the diff's rule (analysis.diff.time_moved).
 MAX_COLUMNS = 8  # changed ranges shown in the per-layer table (all are in the range table)
 MAX_ALIGNMENTS = 12  # kernel-sequence groups shown
 MAX_OPS = 200  # lines of one aligned sequence
@@ -38,7 +37,7 @@ def changed_names(d) -> list[str]:
     g = r.groupby("name", sort=True)[["gpu_time_ns_a", "gpu_time_ns_b"]].sum()
     for name, row in g.iterrows():
         a, b = float(row["gpu_time_ns_a"]), float(row["gpu_time_ns_b"])
-        if abs(b - a) >= TIME_CHANGE_NS and (a == 0 or abs(b - a) >= TIME_CHANGE * a):
+        if time_moved(a, b):
             names.add(str(name))
     return sorted(names)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from .. import textfmt as fmt
+from ..analysis.stats import recorded_timing
 
 NOT_TIMED = "n/a (not captured with timing)"
 NO_SAMPLES = "no samples recorded: no interval, no verdict"
@@ -37,7 +38,7 @@ def _sampled(stat) -> bool:
 
 def recorded(meta: dict) -> dict:
     """The timing a trace's phases are compared from: its bench's, else its capture's ({} for none)."""
-    return next((t for t in (meta.get("timing_bench"), meta.get("timing")) if isinstance(t, dict)), {})
+    return recorded_timing(meta)[1]
 
 
 def phases(meta: dict) -> dict[str, dict]:
