@@ -50,16 +50,21 @@ def test_import_is_lazy():
 
 
 def test_colors_are_stable_across_processes():
-    code = "from workbench.viz.colors import kernel_color as k; print(k('fused_write'), k('index_elementwise_kernel'))"
+    code = "from workbench.viz.colors import kernel_colors as k; print(k(['index_elementwise_kernel', 'fused_write']))"
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120,
                            env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout for seed in (1, 2)}
     assert len(outs) == 1
-    from workbench.viz.colors import PALETTE, kernel_color, range_color, trace_presentation, variant_color
+    from workbench.viz.colors import PALETTE, kernel_colors, muted, range_color, trace_presentation, variant_color
     from workbench.workloads import presentation as of_workload
 
     decoder = of_workload("decoder")
     assert trace_presentation({"capture": {"workload": "decoder"}}) == decoder == trace_presentation({"workload": "decoder"})
-    assert kernel_color("x") in PALETTE and kernel_color("x") == kernel_color("x")
+    # Kernels of one figure: distinct colours, by name; the emphasised first and strong, the rest muted.
+    many = [f"k{i:03d}" for i in range(120)]
+    assert len(set(kernel_colors(many).values())) == 120 and kernel_colors(["b", "a"]) == {"a": PALETTE[0], "b": PALETTE[1]}
+    emph = kernel_colors(["a", "b", "c"], emphasis=["c"])
+    assert list(emph) == ["c", "a", "b"] and emph == {"c": PALETTE[0], "a": muted(PALETTE[1]), "b": muted(PALETTE[2])}
+    assert PALETTE[0] not in kernel_colors(["a", "b"], avoid=[PALETTE[0]]).values()
     assert range_color("kv_write", decoder) == "#d62728"
     assert variant_color("bucketed", decoder) != variant_color("full", decoder)
     assert variant_color("decoder-kvwrite-unfused", decoder) == variant_color("unfused", decoder) \
@@ -100,8 +105,8 @@ def test_a_registered_workload_presents_its_traces(pair, monkeypatch):
         return [list(x.marker.color) for x in viz.timeline(trace, "layer_03/kv_write").data if x.name == "ranges"]
 
     assert range_colors(t) == [["#000001"]] and range_colors(a) == [[RANGE_FILL]]
-    bars = viz.summary_bars(t, "range").data[0]
-    assert dict(zip(bars.x, bars.marker.color))["kv_write"] == "#000001"
+    fig = viz.summary_bars(t, "range")
+    assert dict(zip(fig.layout.yaxis.ticktext, fig.data[0].marker.color))["kv_write"] == "#000001"
     lps = viz.launches_per_step({"x": a, "y": a, "extra: plugin-kvwrite-fused": t})
     assert lps.data[2].marker.color == "#000002"
     assert viz.default_pair(root=TRACES, prefer_live=False) == ("ref-h200-kvwrite-unfused-nsys",
@@ -135,7 +140,7 @@ def test_layer_counts_show_fusion(pair):
     a, b = fig.data
     assert list(a.x) == [f"layer {i}" for i in range(8)] == list(b.x)
     assert list(a.y) == [15.0] * 8 and list(b.y) == [1.0] * 8
-    assert "kv_write: 15" in a.customdata[0]
+    assert "kv_write: 15 \u2192 1" in a.customdata[0][1]
     t = viz.layer_time(d)
     assert all(ya > yb for ya, yb in zip(t.data[0].y, t.data[1].y))
 
@@ -168,10 +173,12 @@ def test_timeline_of_one_range_instance(pair):
     step = viz.timeline(a)
     assert kernels(step) == 160
     assert sum(len(t.x) for t in step.data if t.name == "ranges") == 33
-    # Kernel colours are the same in every figure.
-    comp = viz.range_composition(b)
-    color = {t.name: t.marker.color for t in comp.data}
-    assert color["fused_write"] == fb.data[-1].marker.color == viz.kernel_color("fused_write")
+    # A pair of timelines shares one colour map: one kernel, one colour; the changed ones strong.
+    pa, pb = viz.timeline_pair((a, b), "layer_03/kv_write")
+    colors = {t.name: t.marker.color for f in (pa, pb) for t in f.data if t.name != "ranges"}
+    assert len(set(colors.values())) == len(colors) == len({t.name for t in pa.data + pb.data if t.name != "ranges"})
+    assert {t.marker.color for t in pb.data if t.name == "fused_write"} == {colors["fused_write"]}
+    assert "\u2014 1 kernel, " in pb.layout.title.text and "\u2014 15 kernels, " in pa.layout.title.text
 
 
 def test_launches_and_composition(pair):
@@ -182,7 +189,9 @@ def test_launches_and_composition(pair):
     per = {}
     for t in comp.data:
         for trace_label, rng, y in zip(t.x[0], t.x[1], t.y):
-            per[(trace_label, rng)] = per.get((trace_label, rng), 0) + y
+            per[(trace_label, rng)] = per.get((trace_label, rng), 0) + (y or 0)
+    # The base left: its categories first, in every trace of the figure.
+    assert all(t.x[0][0] == "unfused" and t.x[0][-1] == "fused" for t in comp.data)
     assert per[("unfused", "kv_write")] == 120 and per[("fused", "kv_write")] == 8  # per step, 8 layers
 
 
@@ -190,8 +199,13 @@ def test_sweep_error_bars():
     rows = [{"context": c, "variant": v, "median_ms": m, "min_ms": m - 0.1, "max_ms": m + 0.2}
             for c in (8192, 512, 2048) for v, m in (("full", 5.0), ("bucketed", c / 2000))]
     fig = viz.sweep(rows)
-    assert [t.name for t in fig.data] == ["bucketed", "full"]
-    full = fig.data[1]
+    assert [t.name for t in fig.data] == ["full", "bucketed"]  # as they first appear
+    full = fig.data[0]
+    # The base first: as asked, or the workload's default pair (unfused -> fused), else as given.
+    assert [t.name for t in viz.sweep(rows, order=["bucketed", "full"]).data] == ["bucketed", "full"]
+    pair = [dict(r, variant={"full": "fused", "bucketed": "unfused"}[r["variant"]]) for r in rows]
+    assert [t.name for t in viz.sweep(pair, workload="decoder").data] == ["unfused", "fused"]
+    assert "min\u2013max" in full.customdata[0][1] and full.customdata[0][0] == "5.000"
     assert list(full.x) == [512.0, 2048.0, 8192.0]
     assert list(full.error_y.array) == pytest.approx([0.2] * 3) and list(full.error_y.arrayminus) == pytest.approx([0.1] * 3)
     assert fig.layout.xaxis.type == "log"
@@ -400,6 +414,7 @@ def test_many_names_are_folded_into_other(pair):
     a, _, _ = pair
     k = a.kernels.copy()
     k["short_name"] = pd.Categorical([f"kernel_{i % 40:02d}" for i in range(len(k))])
+    k["name"] = k["short_name"]
     many = Trace({**a.tables, "kernels": k}, dict(a.meta), name="many")
     tl = viz.timeline(many)
     names = [t.name for t in tl.data if t.name != "ranges"]
@@ -407,7 +422,7 @@ def test_many_names_are_folded_into_other(pair):
     assert sum(len(t.x) for t in tl.data if t.name != "ranges") == 160
     comp = viz.range_composition(many, max_kernels=10)
     assert len(comp.data) == 11 and "(other kernels)" in [t.name for t in comp.data]
-    assert sum(sum(t.y) for t in viz.range_composition(many, metric="kernels", max_kernels=10).data) == 160
+    assert sum(sum(y or 0 for y in t.y) for t in viz.range_composition(many, metric="kernels", max_kernels=10).data) == 160
 
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "external-traces"
@@ -434,7 +449,76 @@ def test_sweep_facets_have_their_own_axes():
             for c in (512, 2048) for v, m in (("full", 0.5), ("bucketed", 0.45)) for e in ("eager", "cudagraph")]
     fig = viz.sweep(rows, facet="engine", lo=None, hi=None)
     assert [(t.name, t.xaxis, t.showlegend) for t in fig.data] == [
-        ("bucketed", "x", True), ("full", "x", True), ("bucketed", "x2", False), ("full", "x2", False)]
+        ("full", "x", True), ("bucketed", "x", True), ("full", "x2", False), ("bucketed", "x2", False)]
     assert [a.text for a in fig.layout.annotations] == ["engine: cudagraph", "engine: eager"]
     assert fig.layout.xaxis.type == "log" and fig.layout.xaxis2.type == "log"
     assert fig.to_json() == viz.sweep(rows, facet="engine", lo=None, hi=None).to_json()
+
+
+def test_a_large_range_stays_light(pair):
+    """A range of a third of a million kernels: at most ``max_bars`` kernel bars (the longest one
+    by one, the rest merged per row and time slice), every kernel counted, the title saying so."""
+    import numpy as np
+    import pandas as pd
+
+    a, _, _ = pair
+    k = a.kernels
+    reps = 700
+    big = pd.concat([k] * reps, ignore_index=True)
+    shift = np.repeat(np.arange(reps, dtype=np.int64) % 7, len(k))
+    big["start"] += shift
+    big["end"] += shift
+    for c in k.columns:
+        if isinstance(k[c].dtype, pd.CategoricalDtype):
+            big[c] = big[c].astype(k[c].dtype)
+    t = Trace({**a.tables, "kernels": big}, dict(a.meta), name="big")
+    fig = viz.timeline(t, max_bars=2000)
+    kernel_traces = [tr for tr in fig.data if tr.name != "ranges"]
+    merged = [tr for tr in kernel_traces if tr.name.startswith("(shorter")]
+    assert len(merged) == 1 and sum(len(tr.x) for tr in kernel_traces) <= 2000
+    one_by_one = sum(len(tr.x) for tr in kernel_traces if tr not in merged)
+    counted = sum(int(cd[0].split()[0].replace(",", "")) for cd in merged[0].customdata)
+    assert one_by_one == 1000 and one_by_one + counted == 160 * reps
+    assert f"{160 * reps:,} kernels" in fig.layout.title.text and "merged" in fig.layout.title.text
+    assert len(fig.to_json()) < 2_000_000
+
+
+def test_cpu_only_traces_say_cpu():
+    cpu = wb.open_trace(str(REPO / "tests" / "data" / "kineto-llama-modules.json.gz"))
+    assert viz.units(cpu).works == "CPU ops" and viz.units(cpu, cpu).lane == "thread"
+    a = wb.open_trace(str(TRACES / "ref-h200-kvwrite-fused-nsys"))
+    assert viz.units(a).time == "GPU time" and viz.units([a, cpu]).work == "kernel or CPU op"
+    figs = [viz.timeline(cpu), viz.range_composition(cpu), viz.launches_per_step(cpu), viz.summary_bars(cpu, "kernel"),
+            viz.summary_bars(cpu, "layer", metric="kernels")]
+    for fig in figs:
+        assert "GPU" not in fig.to_json() and "kernel" not in fig.layout.title.text
+    assert any(tr.y[0].startswith("thread ") for tr in figs[0].data if tr.name != "ranges")
+    assert "CPU ops" in figs[0].layout.title.text and "CPU time" in figs[1].layout.title.text
+
+
+def test_readable_text_helpers():
+    import pandas as pd
+
+    from workbench.viz.common import fmt_ns, kernel_names, last_part, time_unit, wrap
+
+    assert [fmt_ns(v) for v in (850, 22015.0, 486_123, 1_234_567, 2.5e9)] == \
+        ["850 ns", "22.0 \u00b5s", "486 \u00b5s", "1.23 ms", "2.50 s"]
+    assert time_unit(9e6) == (1e3, "\u00b5s") and time_unit(3e7) == (1e6, "ms")
+    assert wrap("a_" * 30, 10).count("<br>") == 5 and "&lt;T&gt;" in wrap("kernel<T>")
+    long = wrap("x" * 500, 20, max_lines=3)
+    assert long.count("<br>") == 2 and long.endswith("\u2026")
+    assert [last_part(n) for n in ("step_0/layer_03/kv_write", "nn.Module: LlamaMLP_0", "model.layers.3.self_attn",
+                                   "model.layers.3")] == ["kv_write", "LlamaMLP_0", "self_attn", "layers.3"]
+    both = pd.DataFrame({"short_name": ["k"], "display_name": ["k<float>"]})
+    assert list(kernel_names(both)) == ["k<float>"] and list(kernel_names(both[["short_name"]])) == ["k"]
+
+
+def test_cpu_diff_figures_say_cpu():
+    """The diff of two CPU-only traces draws CPU wording: needs the diff to carry its traces'
+    work units (``TraceDiff.work_units``, one per side), which :func:`workbench.viz.units` reads."""
+    cpu = wb.open_trace(str(REPO / "tests" / "data" / "kineto-llama-modules.json.gz"))
+    d = wb.diff(cpu, cpu)
+    if getattr(d, "work_units", None) is None:
+        pytest.xfail("TraceDiff carries no work_units yet: diff figures cannot tell CPU ops from kernels")
+    for fig in (viz.diff_bars(d), viz.layer_counts(d), viz.layer_time(d)):
+        assert "GPU" not in fig.to_json() and "CPU" in fig.to_json()

@@ -5,6 +5,7 @@ Nothing here imports plotly or ipywidgets until a figure or widget is asked for:
     from workbench import viz
     viz.layer_counts(d, range="kv_write")        # d = workbench.diff(a, b)
     viz.timeline(trace, "layer_03/kv_write")
+    viz.timeline_pair((a, b), "layer_03/kv_write")   # base and fix, one kernel colour map
     viz.TraceDiffWidget(a="ref-h200-kvwrite-unfused-nsys", b="ref-h200-kvwrite-fused-nsys")
 """
 
@@ -19,8 +20,8 @@ _API = {
     "range_composition": "trace_figures", "launches_per_step": "trace_figures", "summary_bars": "trace_figures",
     "timeline": "timelines", "timeline_pair": "timelines", "sweep": "sweeps",
     "TraceDiffWidget": "diff_widget", "TraceExplorer": "explorer", "alignment_table": "widgets",
-    "kernel_color": "colors", "range_color": "colors", "variant_color": "colors", "color_map": "colors",
-    "trace_presentation": "colors",
+    "kernel_colors": "colors", "range_color": "colors", "range_colors": "colors", "variant_color": "colors",
+    "variant_colors": "colors", "color_map": "colors", "trace_presentation": "colors", "units": "common",
     "traces_root": "notebook", "find_trace": "notebook", "find_pair": "notebook", "default_pair": "notebook",
     "load_sweep": "notebook",
 }

@@ -1,29 +1,49 @@
-"""Figures of one or more traces: range composition by kernel, launches per step, summary bars."""
+"""Figures of one or more traces: range composition by kernel, launches per step, summary bars.
+
+Several traces are drawn in the order given, the first (the base) first: left in a group of
+bars, first in a legend.
+"""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ..analysis.projection import project
 from ..analysis.steps import trace_steps_info
-from ..textfmt import MICRO
-from .colors import SIDE, kernel_color, range_color, trace_presentation, variant_color
-from .common import OTHER_COLOR, OTHER_KERNELS, OTHER_RANGES, SIDE_LEGEND, esc, labelled, layout, top_names, us
+from ..textfmt import num
+from .colors import SIDE, kernel_colors, range_colors, trace_presentation, variant_colors, variant_preset
+from .common import OTHER_COLOR, OTHER_RANGES, esc, fmt_ns, kernel_names, labelled, last_part, layout, time_unit, \
+    top_names, units, wrap
 
 
+def _changed(df: pd.DataFrame, a: str, b: str, other: str) -> set[str]:
+    """Kernels a comparison changed: their count per step differs between traces ``a`` and ``b``
+    (or one lacks them), or their time moved by at least 20% and 1% of the larger total (what
+    a change of shapes, not of counts, does: bucketed attention)."""
+    if not len(df) or not {a, b} <= set(df["trace"]):
+        return set()
+    g = df.groupby(["kernel", "trace"], sort=True)[["kernels", "time_ns"]].sum().unstack("trace", fill_value=0.0)
+    ka, kb, ta, tb = g["kernels"][a], g["kernels"][b], g["time_ns"][a], g["time_ns"][b]
+    total = max(float(ta.sum()), float(tb.sum()), 1.0)
+    moved = ((ta - tb).abs() >= 0.2 * np.maximum(ta, tb)) & ((ta - tb).abs() >= 0.01 * total)
+    return {str(n) for n in g.index[((ka - kb).abs() > 1e-9) | moved] if n != other}
 
 
 def range_composition(traces, metric: str = "gpu_time", per_step: bool = True, step_regex: str | None = None,
-                      max_kernels: int = 15, max_ranges: int = 30):
+                      max_kernels: int = 15, max_ranges: int = 30, emphasis=None):
     """What each range is made of: stacked bars per range name (innermost range, summed over
-    layers), one stack segment per kernel, coloured by kernel. With several traces the x axis
-    groups ranges under each trace label. ``metric``: ``gpu_time`` (µs) or ``kernels``.
-    ``per_step``: decode work per decode step (prefill left out), else everything captured."""
+    layers), one stack segment per kernel. With several traces the x axis groups the ranges
+    under each trace label, the first trace (the base) left, and the kernels that changed
+    between the first two traces are drawn in strong colours, the others muted (``emphasis``:
+    the kernels to stand out instead). ``metric``: ``gpu_time`` or ``kernels``. ``per_step``:
+    decode work per decode step (prefill left out), else everything captured."""
     import plotly.graph_objects as go
 
     if metric not in ("gpu_time", "kernels"):
         raise ValueError("metric must be 'gpu_time' or 'kernels'")
     items = labelled(traces)
+    u = units([t for _, t in items])
     rows = []
     for label, t in items:
         p = project(t)
@@ -31,81 +51,96 @@ def range_composition(traces, metric: str = "gpu_time", per_step: bool = True, s
         if per_step:
             p = p[p["phase"] != "prefill"]
             n = max(trace_steps_info(t, step_regex).count(), 1)
-        g = p.groupby(["range", "short_name"], observed=True, sort=True)["duration"]
-        df = pd.DataFrame({"kernels": g.size() / n, "gpu_time": g.sum() / n / 1000.0}).reset_index()
+        g = p.assign(kernel=kernel_names(p)).groupby(["range", "kernel"], observed=True, sort=True)["duration"]
+        df = pd.DataFrame({"kernels": g.size() / n, "time_ns": g.sum() / n}).reset_index()
         df["trace"] = label
         rows.append(df)
-    df = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["range", "short_name", "kernels", "gpu_time", "trace"])
+    df = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["range", "kernel", "kernels", "time_ns", "trace"])
     df["range"] = df["range"].astype(str)
-    df["short_name"] = df["short_name"].astype(str)
-    keep_k = top_names(df.groupby("short_name")[metric].sum(), max_kernels)
-    keep_r = top_names(df.groupby("range")[metric].sum(), max_ranges)
-    if len(keep_k) < df["short_name"].nunique() or len(keep_r) < df["range"].nunique():
-        df["short_name"] = df["short_name"].where(df["short_name"].isin(keep_k), OTHER_KERNELS)
+    df["kernel"] = df["kernel"].astype(str)
+    col = "time_ns" if metric == "gpu_time" else "kernels"
+    keep_k = top_names(df.groupby("kernel")[col].sum(), max_kernels)
+    keep_r = top_names(df.groupby("range")[col].sum(), max_ranges)
+    if len(keep_k) < df["kernel"].nunique() or len(keep_r) < df["range"].nunique():
+        df["kernel"] = df["kernel"].where(df["kernel"].isin(keep_k), u.other)
         df["range"] = df["range"].where(df["range"].isin(keep_r), OTHER_RANGES)
-        df = df.groupby(["trace", "range", "short_name"], sort=True)[["kernels", "gpu_time"]].sum().reset_index()
-    multi = len(items) > 1
+        df = df.groupby(["trace", "range", "kernel"], sort=True)[["kernels", "time_ns"]].sum().reset_index()
     order = [lab for lab, _ in items]
-    # Ranges in a stable order: by name within each trace.
+    if emphasis is None:
+        emphasis = _changed(df, order[0], order[1], u.other) if len(order) > 1 else ()
+    colors = kernel_colors([k for k in df["kernel"].unique() if k != u.other], emphasis)
+    div, unit = time_unit(df.groupby(["trace", "range"])["time_ns"].sum().max() if len(df) else 0)
+    scale = (lambda v: v / div) if metric == "gpu_time" else float
+    # Every trace of the figure lists every (trace, range) category, in this order (missing
+    # ones as gaps): plotly orders categories as they first appear, so the base stays left.
     cats = sorted({(lab, r) for lab, r in zip(df["trace"], df["range"])}, key=lambda x: (order.index(x[0]), x[1]))
+    multi = len(items) > 1
+    x = [[wrap(lab, 40, 2) for lab, _ in cats], [esc(r, 40) for _, r in cats]] if multi else [esc(r, 40) for _, r in cats]
     fig = go.Figure()
-    for kname in sorted(df["short_name"].unique()):
-        sub = df[df["short_name"] == kname].set_index(["trace", "range"])
-        xs0, xs1, ys, cd = [], [], [], []
+    per = " per step" if per_step else ""
+    for kname in list(colors) + ([u.other] if u.other in set(df["kernel"]) else []):
+        sub = df[df["kernel"] == kname].set_index(["trace", "range"])
+        ys, cd = [], []
         for lab, rng in cats:
-            if (lab, rng) in sub.index:
-                row = sub.loc[(lab, rng)]
-                xs0.append(esc(lab, 40))
-                xs1.append(esc(rng, 40))
-                ys.append(float(row[metric]))
-                cd.append([float(row["kernels"]), float(row["gpu_time"])])
-        x = [xs0, xs1] if multi else xs1
+            row = sub.loc[(lab, rng)] if (lab, rng) in sub.index else None
+            ys.append(None if row is None else scale(row[col]))
+            cd.append(["", "", "", ""] if row is None else
+                      [esc(lab, 80), wrap(rng, 90), u.count(row["kernels"]), fmt_ns(row["time_ns"])])
         fig.add_trace(go.Bar(
-            name=esc(kname, 40), x=x, y=ys, marker_color=OTHER_COLOR if kname == OTHER_KERNELS else kernel_color(kname),
-            customdata=cd,
-            hovertemplate=f"<b>{esc(kname, 100)}</b><br>range %{{x}}<br>%{{customdata[0]:,.2f}} kernels, "
-                          f"%{{customdata[1]:,.2f}} {MICRO}{' per step' if per_step else ''}<extra></extra>"))
-    unit = f"GPU time ({MICRO})" if metric == "gpu_time" else "kernels"
-    layout(fig, f"Range composition by kernel ({unit}{' per step' if per_step else ''})", barmode="stack",
-            yaxis_title=unit + (" per step" if per_step else ""), height=460,
-            legend=dict(SIDE_LEGEND, title_text="kernel"))
-    fig.update_layout(margin=dict(r=260))
+            name=wrap(kname), x=x, y=ys, marker_color=colors.get(kname, OTHER_COLOR), customdata=cd,
+            hovertemplate=f"<b>{wrap(kname, 90)}</b><br>%{{customdata[1]}} (%{{customdata[0]}})<br>"
+                          f"%{{customdata[2]}}, %{{customdata[3]}}{per}<extra></extra>"))
+    what = f"{u.time}{per} ({unit})" if metric == "gpu_time" else u.works + per
+    legend_title = u.work + ("<br><sub>strong: changed, muted: not</sub>" if set(emphasis) & set(colors) and
+                             len(set(emphasis) & set(colors)) < len(colors) else "")
+    layout(fig, f"Range composition by {u.work}: {what}", barmode="stack", yaxis_title=what, height=480,
+           legend=dict(title_text=legend_title), legend_entries=[tr.name for tr in fig.data], margin=dict(b=90))
+    fig.update_xaxes(tickangle=-45 if len(cats) > 8 else 0, automargin=True)
     return fig
 
 
 def launches_per_step(traces, step_regex: str | None = None):
-    """Kernel launches in each step, one bar group per trace (hover: GPU time and wall time)."""
+    """Kernel launches in each step, one bar group per trace, the first (the base) left;
+    hover: time and wall time of the step."""
     import plotly.graph_objects as go
 
     from ..analysis.tables import launches_per_step as lps
 
+    items = labelled(traces)
+    u = units([t for _, t in items])
+    labels = [lab for lab, _ in items]
+    # Base and fix: the comparison's grey and blue; more traces: their workload's colour.
+    fixed = {lab: variant_preset(lab, trace_presentation(t)) for lab, t in items[2:]}
+    colors = variant_colors(labels, fixed={**fixed, **dict(zip(labels[:2], (SIDE["A"], SIDE["B"])))})
     fig = go.Figure()
-    for i, (label, t) in enumerate(labelled(traces)):
+    for label, t in items:
         df = lps(t, step_regex)
-        color = SIDE["A" if i == 0 else "B"] if i < 2 else variant_color(label, trace_presentation(t))
         fig.add_trace(go.Bar(
-            name=esc(label, 48), x=[esc(s, 40) for s in df["step"]], y=[int(v) for v in df["kernels"]],
-            marker_color=color, text=[str(int(v)) for v in df["kernels"]], textposition="outside", cliponaxis=False,
-            customdata=[[us(g), us(w)] for g, w in zip(df["gpu_time_ns"], df["wall_ns"])],
-            hovertemplate=f"%{{x}}: %{{y}} kernels<br>GPU time %{{customdata[0]:,.1f}} {MICRO}<br>"
-                          f"wall %{{customdata[1]:,.1f}} {MICRO}<extra>" + esc(label, 40) + "</extra>"))
-    layout(fig, "Kernel launches per step", barmode="group", yaxis_title="kernels launched", xaxis_title="step")
+            name=wrap(label), x=[esc(s, 40) for s in df["step"]], y=[int(v) for v in df["kernels"]],
+            marker_color=colors[label], text=[num(v) for v in df["kernels"]], textposition="outside", cliponaxis=False,
+            customdata=[[fmt_ns(g), fmt_ns(w)] for g, w in zip(df["gpu_time_ns"], df["wall_ns"])],
+            hovertemplate=f"%{{x}}: %{{y:,}} {u.works}<br>{u.time} %{{customdata[0]}}<br>"
+                          f"wall %{{customdata[1]}}<extra>{esc(label, 60)}</extra>"))
+    layout(fig, f"{u.issued[:1].upper()}{u.issued[1:]} per step", barmode="group", yaxis_title=u.issued,
+           xaxis_title="step", legend_entries=[tr.name for tr in fig.data])
     return fig
 
 
 def summary_bars(trace, by: str = "range", metric: str = "gpu_time", top: int = 30):
     """Bars of :func:`workbench.summary` ``by`` range/layer/kernel/path/step; ``metric``
-    ``gpu_time`` (µs) or ``kernels``. ``by="layer"`` stacks the ranges of each layer."""
+    ``gpu_time`` or ``kernels``. ``by="layer"`` stacks the ranges of each layer; the others
+    are horizontal bars, largest first, the names whole (wrapped)."""
     import plotly.graph_objects as go
 
     from ..analysis.tables import summary
 
     (label, t), = labelled(trace)
-    p = trace_presentation(t)
+    u = units(t)
     df = summary(t, by=by)
     col = "gpu_time_ns" if metric == "gpu_time" else "kernels"
-    conv = us if metric == "gpu_time" else float
-    unit = f"GPU time ({MICRO})" if metric == "gpu_time" else "kernels"
+    div, unit = time_unit(df[col].max() if metric == "gpu_time" and len(df) else 0)
+    conv = (lambda v: float(v) / div) if metric == "gpu_time" else float
+    what = f"{u.time} ({unit})" if metric == "gpu_time" else u.works
     fig = go.Figure()
     if by == "layer":
         df = df.copy()
@@ -115,30 +150,38 @@ def summary_bars(trace, by: str = "range", metric: str = "gpu_time", top: int = 
             df["range"] = df["range"].where(df["range"].isin(keep), OTHER_RANGES)
             df = df.groupby(["layer", "range"], sort=True)[["kernels", "gpu_time_ns"]].sum().reset_index()
         df = df.sort_values(["layer", "range"], kind="stable")
-        xs_all = sorted(df["layer"].unique())
-        xlab = {x: (f"layer {x}" if x >= 0 else "no layer") for x in xs_all}
-        for rng in sorted(df["range"].astype(str).unique()):
-            sub = df[df["range"].astype(str) == rng]
+        xlab = {x: (f"layer {x}" if x >= 0 else "no layer") for x in sorted(df["layer"].unique())}
+        colors = range_colors([r for r in df["range"].unique() if r != OTHER_RANGES], trace_presentation(t))
+        for rng in sorted(df["range"].unique()):
+            sub = df[df["range"] == rng]
             fig.add_trace(go.Bar(
-                name=esc(rng, 40), x=[xlab[x] for x in sub["layer"]], y=[conv(v) for v in sub[col]],
-                marker_color=OTHER_COLOR if rng == OTHER_RANGES else range_color(rng, p),
-                customdata=[[int(k), us(g)] for k, g in zip(sub["kernels"], sub["gpu_time_ns"])],
-                hovertemplate=f"%{{x}} / {esc(rng, 60)}<br>%{{customdata[0]}} kernels, %{{customdata[1]:,.1f}} {MICRO}<extra></extra>"))
-        barmode = "stack"
+                name=wrap(rng), x=[xlab[x] for x in sub["layer"]], y=[conv(v) for v in sub[col]],
+                marker_color=colors.get(rng, OTHER_COLOR),
+                customdata=[[u.count(k), fmt_ns(g)] for k, g in zip(sub["kernels"], sub["gpu_time_ns"])],
+                hovertemplate=f"%{{x}} / {wrap(rng, 90)}<br>%{{customdata[0]}}, %{{customdata[1]}}<extra></extra>"))
+        layout(fig, f"{esc(label)}: {what} by layer", barmode="stack", yaxis_title=what, legend=dict(title_text="range"),
+               legend_entries=[tr.name for tr in fig.data])
+        return fig
+    key = {"range": "range", "kernel": "kernel", "path": "path", "step": "step"}[by]
+    df = df.sort_values([col, key], ascending=[False, True], kind="stable").head(top)
+    names = [str(x) for x in df[key]]
+    if by == "kernel":
+        colors = kernel_colors(names)
+    elif by in ("range", "path"):
+        by_name = range_colors({last_part(n) if by == "path" else n for n in names}, trace_presentation(t))
+        colors = {n: by_name[last_part(n) if by == "path" else n] for n in names}
     else:
-        key = {"range": "range", "kernel": "kernel", "path": "path", "step": "step"}[by]
-        df = df.sort_values([col, key], ascending=[False, True], kind="stable").head(top)
-        names = [str(x) for x in df[key]]
-        colors = [kernel_color(n) if by == "kernel" else range_color(n.rsplit("/", 1)[-1], p) for n in names]
-        fig.add_trace(go.Bar(
-            x=[esc(n, 48) for n in names], y=[conv(v) for v in df[col]], marker_color=colors, showlegend=False,
-            customdata=[[esc(n, 160), int(k), us(g)] for n, k, g in zip(names, df["kernels"], df["gpu_time_ns"])],
-            hovertemplate=f"<b>%{{customdata[0]}}</b><br>%{{customdata[1]:,}} kernels, %{{customdata[2]:,.1f}} {MICRO}"
-                          "<extra></extra>"))
-        barmode = "relative"
-    layout(fig, f"{esc(label, 60)}: {unit} by {by}", barmode=barmode, yaxis_title=unit)
-    if by in ("kernel", "path"):
-        fig.update_xaxes(tickangle=-35)
-        fig.update_layout(height=520, margin=dict(b=160))
+        colors = dict.fromkeys(names, SIDE["B"])
+    ticks = [wrap(n, 40, 3) for n in names]
+    # Rows by position, names as tick text: two names that wrap alike stay two rows.
+    fig.add_trace(go.Bar(
+        orientation="h", y=list(range(len(names))), x=[conv(v) for v in df[col]], marker_color=[colors[n] for n in names],
+        showlegend=False, customdata=[[wrap(n, 90), u.count(k), fmt_ns(g)]
+                                      for n, k, g in zip(names, df["kernels"], df["gpu_time_ns"])],
+        hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}, %{customdata[2]}<extra></extra>"))
+    rows = sum(x.count("<br>") + 1 for x in ticks)
+    layout(fig, f"{esc(label)}: {what} by {u.work if by == 'kernel' else by}", xaxis_title=what, height=max(300, 150 + 18 * rows + 14 * len(ticks)),
+           margin=dict(l=20))
+    fig.update_yaxes(autorange="reversed", automargin=True, tickmode="array", tickvals=list(range(len(names))),
+                     ticktext=ticks)
     return fig
-
