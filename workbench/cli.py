@@ -104,8 +104,9 @@ def cmd_summary(args) -> int:
     df = cpu_columns(trace, summary(trace, by=args.by, layer_regex=args.layer_regex))
     if not args.json:
         from .textsafe import clean
+        from .trace.schema import work_units
 
-        print(f"# {clean(trace.label)}: {len(trace.kernels)} {trace.meta.get('source', {}).get('work_units', 'kernel')}s, "
+        print(f"# {clean(trace.label)}: {len(trace.kernels)} {work_units(trace.meta)}s, "
               f"{len(trace.ranges)} ranges, by {args.by}")
     _print_table(df, args.json)
     return 0
@@ -118,7 +119,9 @@ _CPU_COLUMNS = {"kernels": "cpu_ops", "gpu_time_ns": "cpu_time_ns", "kernels_per
 
 def cpu_columns(trace, df):
     """``df`` with a CPU-only trace's column names (``cpu_ops``, ``cpu_time_ns``, ``cpu_op``)."""
-    if trace.meta.get("source", {}).get("work_units") != "cpu_op":
+    from .trace.schema import work_units
+
+    if work_units(trace.meta) != "cpu_op":
         return df
     return df.rename(columns=_CPU_COLUMNS)
 

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.build.attribution import group_sums
-from ..trace.schema import Trace
+from ..trace.schema import Trace, work_units
 from .alignment import Alignment, align
 from .projection import NO_LAUNCH, NO_RANGE, project
 from .stats import Comparison, compare_timing
@@ -49,6 +49,9 @@ class TraceDiff:
     # The timed phases both captures recorded, B against A with a confidence interval and a
     # verdict (:mod:`.stats`).
     timing: list[Comparison] = field(default_factory=list)
+    # What each side's kernel table holds (``kernel`` or ``cpu_op``: trace.schema.work_units),
+    # so views of the diff word CPU ops as such.
+    work_units: tuple[str, str] = ("kernel", "kernel")
 
     @property
     def common(self) -> int:
@@ -310,7 +313,7 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
         "unattributed_b": fb.count((NO_RANGE, NO_LAUNCH)),
     }
     return TraceDiff(a.label, b.label, r, layers, {"a": na, "b": nb}, alignments, totals,
-                     compare_timing(a.meta, b.meta))
+                     compare_timing(a.meta, b.meta), (work_units(a.meta), work_units(b.meta)))
 
 
 # A range's per-step GPU time "changed" when it moved by at least this much (both): the time

@@ -106,10 +106,11 @@ def run(args) -> int:
 
 def _describe(trace) -> str:
     from .. import textfmt as fmt
+    from ..trace.schema import work_units
 
     meta = trace.meta
     counts = meta["counts"]
-    unit = meta.get("source", {}).get("work_units", "kernel")
+    unit = work_units(meta)
     line = f"{trace.path}: {counts['kernels']} {unit}s, {counts['ranges']} ranges"
     timing, cap = meta.get("timing") or {}, meta.get("capture") or {}
     for key, what in (("decode_step_ms", "decode step"), ("call_ms", "call")):

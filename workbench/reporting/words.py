@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..trace.schema import work_units
+
 
 @dataclass(frozen=True)
 class Words:
@@ -40,8 +42,7 @@ _BY_UNIT = {"kernel": GPU, "cpu_op": CPU}
 
 def trace_words(meta: dict) -> Words:
     """The words for one trace, from its manifest's ``source.work_units``."""
-    source = meta.get("source") if isinstance(meta.get("source"), dict) else {}
-    unit = str(source.get("work_units") or "kernel")
+    unit = work_units(meta)
     if unit in _BY_UNIT:
         return _BY_UNIT[unit]
     name = unit.replace("_", " ")

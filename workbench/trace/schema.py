@@ -167,6 +167,13 @@ class Trace:
         return f"Trace({self.label!r}, {counts})"
 
 
+def work_units(meta: dict) -> str:
+    """What a trace's kernel table holds, from its manifest: ``kernel`` (device kernels, the
+    default) or ``cpu_op`` (a CPU-only capture's top-level CPU ops, timed on threads)."""
+    source = meta.get("source") if isinstance(meta, dict) and isinstance(meta.get("source"), dict) else {}
+    return str(source.get("work_units") or "kernel")
+
+
 # How a kernel was attributed: in a range, launched outside every range, no launch record.
 STATUSES = ("range", "no_range", "no_launch")
 

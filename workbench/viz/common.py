@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..textfmt import num
-from ..trace.schema import Trace
+from ..trace.schema import Trace, work_units
 
 FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13)
 HEIGHT = 420
@@ -74,7 +74,7 @@ def _kinds(obj) -> set[str]:
         return {str(wu)} if isinstance(wu, str) else {str(w) for w in wu}
     if isinstance(obj, Mapping):
         if not obj or not all(isinstance(v, Trace) for v in obj.values()):  # a manifest
-            return {str((obj.get("source") or {}).get("work_units") or "kernel")}
+            return {work_units(obj)}
         obj = list(obj.values())
     if isinstance(obj, (list, tuple)):
         return set().union(*(_kinds(o) for o in obj)) if obj else set()
