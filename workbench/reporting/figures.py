@@ -108,8 +108,8 @@ def build(inputs, d, names: list[str], words, sweep=None, primary=()) -> list[tu
         base, fix = inputs[0], inputs[1]
         where = None if key == "(step)" else key  # kernels directly in a step: show the first step
         try:
-            fa = viz.timeline(base.trace, where)
-            fb = viz.timeline(fix.trace, where)
+            # One kernel colour map for both: the kernels whose count differs stand out.
+            fa, fb = viz.timeline_pair((base.trace, fix.trace), where)
         except Exception:  # a range the window selector cannot find: skip the timeline, keep the report
             fa = fb = None
         if fa is not None:
