@@ -1,5 +1,11 @@
 """``TraceDiffWidget``: two stored traces side by side, per layer and per range, with their
-aligned kernel sequences and (on request) the timelines of one range instance."""
+aligned kernel sequences and (on request) the timelines of one range instance.
+
+Layout, top to bottom: the controls (A, B; layer / range, "show timeline" and the status
+line), the timelines right under them, the summary, the bars, the aligned sequences. Each trace
+is indexed once (:func:`~workbench.viz.select.index`) when it is picked, so a selection only
+touches the rows it shows.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +21,9 @@ from ..trace import Trace, list_traces
 from .colors import STATUS, STATUS_TEXT
 from .diff_figures import diff_bars
 from .notebook import default_pair, traces_root
-from .timelines import timeline
-from .widgets import _STYLE, alignment_table, error, open_cached, range_header, show
+from .select import index
+from .timelines import timeline, timeline_pair
+from .widgets import _STYLE, alignment_table, error, open_cached, range_header, show, status_line, working
 
 _e = html.escape
 
@@ -70,6 +77,7 @@ class TraceDiffWidget(widgets.VBox):
                                       style=style, layout=widgets.Layout(width="60%"))
         self.timeline_button = widgets.Button(description="show timeline", icon="chart-bar", button_style="info",
                                               tooltip="Gantt of this layer / range instance in A and B")
+        self.status = status_line()
         self.summary = widgets.HTML()
         self.bars = widgets.Output(layout=widgets.Layout(width="100%"))
         self.table = widgets.HTML(layout=widgets.Layout(width="100%"))
@@ -77,14 +85,18 @@ class TraceDiffWidget(widgets.VBox):
         self.diff: TraceDiff | None = None
         self.figure = None
         self.timeline_figures: list = []
-        super().__init__([
+        controls = widgets.VBox([
             widgets.HBox([self.a_select, self.b_select]),
-            widgets.HBox([self.scope, self.timeline_button]),
-            self.summary, self.bars,
+            widgets.HBox([self.scope, self.timeline_button, self.status], layout=widgets.Layout(align_items="center")),
+        ])
+        controls.add_class("wb-controls")
+        self.timeline.add_class("wb-timeline")
+        super().__init__([
+            controls, self.timeline, self.summary, self.bars,
             widgets.HTML("<b>Aligned kernel sequences</b> (first instance of each range; "
                          f"<span style='{_marked('removed')}'>&minus; removed in B</span>, "
                          f"<span style='{_marked('added')}'>+ added in B</span>)"),
-            self.table, self.timeline,
+            self.table,
         ])
         self.add_class("wb-trace-diff")
         self.a_select.observe(self._on_traces, names="value")
@@ -100,7 +112,9 @@ class TraceDiffWidget(widgets.VBox):
     def _diff(self) -> TraceDiff:
         pair = (self.a_select.value, self.b_select.value)
         if pair not in self._diffs:
-            self._diffs[pair] = diff(self._trace(pair[0]), self._trace(pair[1]))
+            a, b = self._trace(pair[0]), self._trace(pair[1])
+            self._diffs[pair] = diff(a, b)
+            index(a), index(b)  # made now, with the diff, so that no selection waits for them
         return self._diffs[pair]
 
     def scope_options(self, d: TraceDiff) -> list[tuple[str, str]]:
@@ -122,6 +136,10 @@ class TraceDiffWidget(widgets.VBox):
 
     # -- events ----------------------------------------------------------------------------
     def _on_traces(self, change=None) -> None:
+        with working(self.status):
+            self._load()
+
+    def _load(self) -> None:
         self.timeline.outputs = ()
         self.timeline_figures = []
         if self.a_select.value is None or self.b_select.value is None:
@@ -148,9 +166,10 @@ class TraceDiffWidget(widgets.VBox):
         self._render()
 
     def _on_scope(self, change=None) -> None:
-        self.timeline.outputs = ()
-        self.timeline_figures = []
-        self._render()
+        with working(self.status):
+            self.timeline.outputs = ()
+            self.timeline_figures = []
+            self._render()
 
     def _where(self):
         v = self.scope.value
@@ -233,6 +252,10 @@ class TraceDiffWidget(widgets.VBox):
         return _STYLE + "<div class='wb-alignments'>" + "".join(parts) + "</div>"
 
     def _on_timeline(self, button=None) -> None:
+        with working(self.status):
+            self._draw_timelines()
+
+    def _draw_timelines(self) -> None:
         d = self.diff
         if d is None:
             return
@@ -243,14 +266,21 @@ class TraceDiffWidget(widgets.VBox):
             show(self.timeline, f"<div>{_e(where)}: these kernels have no range instance to draw; "
                                  "pick a layer or a range.</div>")
             return
-        for side, key in (("A", self.a_select.value), ("B", self.b_select.value)):
-            try:
-                fig = timeline(self._trace(key), where)
+        sides = (("A", self.a_select.value), ("B", self.b_select.value))
+        try:  # both at once: one kernel colour map for the two
+            drawn = list(timeline_pair([self._trace(key) for _, key in sides], where))
+        except Exception:  # a side without this range: each drawn alone, the failing one says why
+            drawn = []
+            for side, key in sides:
+                try:
+                    drawn.append(timeline(self._trace(key), where))
+                except Exception as e:
+                    drawn.append(error(f"{side}: {e}"))
+        for (side, _), fig in zip(sides, drawn):
+            if not isinstance(fig, str):
                 fig.update_layout(title_text=f"{side}: " + (fig.layout.title.text or ""))
                 figs.append(fig)
-                items.append(fig)
-            except Exception as e:
-                items.append(error(f"{side}: {e}"))
+            items.append(fig)
         self.timeline_figures = figs
         show(self.timeline, *items)
 

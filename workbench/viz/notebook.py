@@ -31,6 +31,19 @@ def traces_root() -> Path:
     return default_root(search=True)
 
 
+def store_summary(root=None) -> str:
+    """One line on the trace store a notebook reads: where it is and what it holds (how many
+    live captures and committed references). ``wb.list_traces(root)`` lists them."""
+    root = Path(root) if root is not None else traces_root()
+    names = list_traces(root)
+    live = sum(_is_live(n, _manifest(root, n)) for n in names)
+    ref = sum(n.startswith(REFERENCE_PREFIX) for n in names)
+    other = len(names) - live - ref
+    prefer = "live captures preferred" if _prefer_live(None) and live else "references preferred"
+    return (f"trace store {root}: {len(names)} traces ({live} live captures, {ref} {REFERENCE_PREFIX}* references"
+            f"{f', {other} other' if other else ''}); {prefer}")
+
+
 def _manifest(root: Path, name: str) -> dict:
     try:
         meta = json.loads((root / name / MANIFEST).read_text())

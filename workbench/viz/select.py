@@ -4,72 +4,177 @@ A *range key* is a range path with the step level removed, as :func:`workbench.d
 ranges (``step_2/layer_03/kv_write`` has key ``layer_03/kv_write``). A key names a range in
 every step; :func:`instances` lists its instances in time order, :func:`window` returns one
 instance's sub-ranges and kernels.
+
+Every lookup goes through the trace's :class:`Index`, made once per trace and kept on it: a
+widget selection then touches the rows of the instance it draws, not every row of the trace.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ..analysis.diff import step_free
-from ..analysis.steps import step_parts, trace_steps
-from ..analysis.projection import project, trace_layers
-from ..errors import WorkbenchError
 from ..analysis.layers import label_parts
+from ..analysis.projection import project, trace_layers
+from ..analysis.steps import step_parts, trace_steps
+from ..errors import WorkbenchError
 from ..trace.schema import Trace
+
+# Windows kept per trace: going back to an instance just drawn costs nothing.
+_WINDOWS = 32
+
+
+class Index:
+    """What a selection looks up in one trace, computed once (:func:`index`).
+
+    - Ranges in thread order, by (pid, tid, start, depth, id): an instance's descendants (same
+      thread, inside its interval, at its depth or deeper) lie in one block right after it,
+      found by a binary search on the start times.
+    - The projected kernels grouped by their innermost range (by start within a range): the
+      kernels of any set of ranges are a gather of contiguous slices, never a scan of every kernel.
+    - Each range's key as a code into the distinct keys, and per key its instances by start.
+    """
+
+    def __init__(self, trace: Trace, step_regex: str | None = None):
+        self.trace, self.step_regex = trace, step_regex
+        r = trace.ranges
+        n = len(r)
+        self.start, self.end, self.depth = (r[c].to_numpy() for c in ("start", "end", "depth"))
+        pid, tid = r["pid"].to_numpy(), r["tid"].to_numpy()
+        self.order = np.lexsort((np.arange(n), self.depth, self.start, tid, pid))
+        self.pos = np.empty(n, dtype=np.int64)
+        self.pos[self.order] = np.arange(n)
+        po, to = pid[self.order], tid[self.order]
+        head = np.r_[True, (po[1:] != po[:-1]) | (to[1:] != to[:-1])] if n else np.zeros(0, bool)
+        heads = np.flatnonzero(head)
+        block = np.cumsum(head) - 1
+        self.thread_lo, self.thread_hi = heads[block], np.r_[heads[1:], n][block]  # per position: its thread's block
+        self.start_sorted = self.start[self.order]
+        self.projected = p = project(trace)
+        rid = p["range_id"].to_numpy()
+        self.kernel_start, self.kernel_end = p["start"].to_numpy(), p["end"].to_numpy()
+        rows = np.lexsort((self.kernel_end, self.kernel_start, rid))
+        self.kernel_rows = rows[np.searchsorted(rid[rows], 0):]  # kernels in no range left out
+        self.kernel_off = np.r_[0, np.cumsum(np.bincount(rid[rid >= 0], minlength=n))]
+        if n:
+            paths = r["path"].astype(str).to_numpy(dtype=object)
+            # The diff's keys: each range's step level cut out wherever its step range sits.
+            self.key_code, self.keys = step_free(paths, trace_steps(trace, step_regex) >= 0,
+                                                 step_parts(trace, step_regex) - 1)
+        else:
+            self.key_code, self.keys = np.zeros(0, np.int64), np.zeros(0, object)
+        self.by_key = np.lexsort((np.arange(n), self.start, self.key_code))
+        self.key_off = np.searchsorted(self.key_code[self.by_key], np.arange(len(self.keys) + 1))
+        self._key_of = {str(k): i for i, k in enumerate(self.keys)}
+        self._layers: dict[str | None, dict[int, int]] = {}
+        self._first_step: tuple | None = None
+        self._paths = None  # the paths as Arrow strings, made on the first lookup by path
+        self._windows: OrderedDict = OrderedDict()
+
+    def instances(self, key: str) -> np.ndarray:
+        """Ids of the ranges whose key or full path is ``key``, earliest first."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        code = self._key_of.get(key)
+        ids = self.by_key[self.key_off[code]:self.key_off[code + 1]] if code is not None else np.zeros(0, np.int64)
+        if self._paths is None:
+            self._paths = pa.array(self.trace.ranges["path"], pa.large_string())
+        by_path = np.flatnonzero(pc.fill_null(pc.equal(self._paths, key), False).to_numpy(zero_copy_only=False))
+        if not len(by_path):
+            return ids
+        both = np.union1d(ids, by_path)
+        return both[np.lexsort((both, self.start[both]))]
+
+    def layer_instance(self, layer: int, layer_regex: str | None = None) -> int | None:
+        if layer_regex not in self._layers:
+            r = self.trace.ranges
+            first: dict[int, int] = {}
+            if len(r):
+                own_by_name = label_parts(r["name"].cat.categories.astype(str), layer_regex)[0] >= 0
+                codes = r["name"].cat.codes.to_numpy()
+                own = (np.where(codes >= 0, own_by_name[np.maximum(codes, 0)], False) if len(own_by_name)
+                       else np.zeros(len(codes), dtype=bool))
+                lay = trace_layers(self.trace, layer_regex)
+                ids = np.flatnonzero(own)
+                ids = ids[np.lexsort((self.depth[ids], self.start[ids]))]
+                for i in ids[::-1].tolist():  # the earliest of each layer written last
+                    first[int(lay[i])] = i
+            self._layers[layer_regex] = first
+        return self._layers[layer_regex].get(int(layer))
+
+    def first_step(self) -> int | None:
+        """The earliest step range (``step_0``, ``ProfilerStep#3``, at any depth), else the
+        longest top-level range; None without ranges."""
+        if self._first_step is None:
+            n = len(self.start)
+            found = None
+            if n:
+                step = trace_steps(self.trace, self.step_regex)
+                ids = np.flatnonzero(step == np.arange(n))
+                if not len(ids):  # the longest top-level range
+                    ids = np.flatnonzero(self.depth == 0)
+                    ids = ids[np.lexsort((ids, self.start[ids], self.start[ids] - self.end[ids]))]
+                else:
+                    ids = ids[np.lexsort((ids, self.start[ids]))]
+                found = int(ids[0]) if len(ids) else None
+            self._first_step = (found,)
+        return self._first_step[0]
+
+    def subtree(self, rid: int) -> np.ndarray:
+        """Range ``rid`` and its descendants (same thread, inside it, as deep or deeper), in
+        (start, depth, id) order."""
+        p = int(self.pos[rid])
+        a, b = int(self.thread_lo[p]), int(self.thread_hi[p])
+        starts = self.start_sorted[a:b]
+        lo = a + int(np.searchsorted(starts, self.start[rid], side="left"))
+        hi = a + int(np.searchsorted(starts, self.end[rid], side="right"))
+        ids = self.order[lo:hi]
+        return ids[(self.end[ids] <= self.end[rid]) & (self.depth[ids] >= self.depth[rid])]
+
+    def kernels_of(self, ids: np.ndarray) -> np.ndarray:
+        """Rows of the projected kernels whose innermost range is one of ``ids``."""
+        lo, hi = self.kernel_off[ids], self.kernel_off[ids + 1]
+        n = hi - lo
+        if not n.sum():
+            return np.zeros(0, np.int64)
+        shift = np.repeat(lo - np.r_[0, np.cumsum(n)[:-1]], n)
+        return self.kernel_rows[shift + np.arange(int(n.sum()))]
+
+
+def index(trace: Trace, step_regex: str | None = None) -> Index:
+    """The :class:`Index` of ``trace``, made on first use and kept on the trace."""
+    key = f"viz_index:{step_regex}"
+    if key not in trace.memo:
+        trace.memo[key] = Index(trace, step_regex)
+    return trace.memo[key]
 
 
 def range_keys(trace: Trace, step_regex: str | None = None) -> pd.Series:
     """The step-free key of every range (indexed like ``trace.ranges``)."""
-    r = trace.ranges
-    if not len(r):
-        return pd.Series([], dtype=object)
-    paths = r["path"].astype(str).to_numpy(dtype=object)
-    # The diff's keys: each range's step level cut out wherever its step range sits.
-    codes, keys = step_free(paths, trace_steps(trace, step_regex) >= 0, step_parts(trace, step_regex) - 1)
-    return pd.Series(keys[codes], index=r.index)
+    ix = index(trace, step_regex)
+    return pd.Series(ix.keys[ix.key_code], index=trace.ranges.index, dtype=object)
 
 
 def instances(trace: Trace, key: str, step_regex: str | None = None) -> pd.DataFrame:
     """Ranges (rows of ``trace.ranges``) whose key or full path is ``key``, earliest first."""
-    r = trace.ranges
-    if not len(r):
-        return r
-    keys = range_keys(trace, step_regex)
-    sel = (keys == key).to_numpy() | (r["path"].astype(str) == key).to_numpy()
-    return r[sel].sort_values(["start", "id"], kind="stable")
+    return trace.ranges.iloc[index(trace, step_regex).instances(str(key))]
 
 
 def layer_instance(trace: Trace, layer: int, layer_regex: str | None = None) -> int | None:
     """Range id of the first range that *is* layer ``layer`` (its own name matches the layer
     pattern), or None."""
-    r = trace.ranges
-    if not len(r):
-        return None
-    own_by_name = label_parts(r["name"].cat.categories.astype(str), layer_regex)[0] >= 0
-    codes = r["name"].cat.codes.to_numpy()
-    own = np.where(codes >= 0, own_by_name[np.maximum(codes, 0)], False) if len(own_by_name) else np.zeros(len(codes), dtype=bool)
-    lay = trace_layers(trace, layer_regex)
-    sel = r[own & (lay == int(layer))].sort_values(["start", "depth"], kind="stable")
-    return int(sel["id"].iloc[0]) if len(sel) else None
+    return index(trace).layer_instance(layer, layer_regex)
 
 
 def first_step(trace: Trace, step_regex: str | None = None) -> int | None:
     """Range id of the first step: the earliest step range (``step_0``, ``ProfilerStep#3``, at
     any depth), else the longest top-level range; None without ranges."""
-    r = trace.ranges
-    if not len(r):
-        return None
-    top = r[r["depth"] == 0]
-    step = trace_steps(trace, step_regex)
-    steps = r[step == np.arange(len(r))]
-    if len(steps):
-        return int(steps.sort_values(["start", "id"], kind="stable")["id"].iloc[0])
-    longest = top.assign(_d=top["end"] - top["start"]).sort_values(["_d", "start", "id"], ascending=[False, True, True],
-                                                                  kind="stable")
-    return int(longest["id"].iloc[0]) if len(longest) else None
+    return index(trace, step_regex).first_step()
 
 
 def resolve(trace: Trace, where=None, step_regex: str | None = None) -> int | None:
@@ -86,10 +191,10 @@ def resolve(trace: Trace, where=None, step_regex: str | None = None) -> int | No
         if rid is None:
             raise WorkbenchError(trace.label, f"no range for layer {where[1]}")
         return rid
-    inst = instances(trace, str(where), step_regex)
-    if not len(inst):
+    ids = index(trace, step_regex).instances(str(where))
+    if not len(ids):
         raise WorkbenchError(trace.label, f"no range {where!s:.200}")
-    return int(inst["id"].iloc[0])
+    return int(ids[0])
 
 
 @dataclass
@@ -111,25 +216,30 @@ class Window:
 
 def window(trace: Trace, where=None, *, max_kernels: int = 20000, step_regex: str | None = None) -> Window:
     """The range instance named by ``where`` (see :func:`resolve`) with its descendants and
-    kernels. A trace without ranges gives its first ``max_kernels`` kernels."""
-    p = project(trace)
+    its first ``max_kernels`` kernels; a trace without ranges gives its first ``max_kernels``
+    kernels. Windows are kept on the trace's index: asking again costs nothing."""
+    ix = index(trace, step_regex)
     rid = resolve(trace, where, step_regex)
-    r = trace.ranges
+    memo = (rid, max_kernels)
+    if memo in ix._windows:
+        ix._windows.move_to_end(memo)
+        return ix._windows[memo]
+    r, p = trace.ranges, ix.projected
     if rid is None:
-        k = p.sort_values(["start", "end"], kind="stable").head(max_kernels)
         sub = r.iloc[:0]
+        rows = np.arange(len(p))
     else:
-        row = r.iloc[rid]
-        same = (r["pid"].to_numpy() == row["pid"]) & (r["tid"].to_numpy() == row["tid"])
-        inside = same & (r["start"].to_numpy() >= row["start"]) & (r["end"].to_numpy() <= row["end"]) \
-            & (r["depth"].to_numpy() >= row["depth"])
-        sub = r[inside].sort_values(["start", "depth", "id"], ascending=[True, True, True], kind="stable")
-        k = p[np.isin(p["range_id"].to_numpy(), sub["id"].to_numpy())]
-        k = k.sort_values(["start", "end"], kind="stable").head(max_kernels)
-    starts = [int(x) for x in (sub["start"].min() if len(sub) else None, k["start"].min() if len(k) else None)
-              if x is not None and not pd.isna(x)]
-    ends = [int(x) for x in (sub["end"].max() if len(sub) else None, k["end"].max() if len(k) else None)
-            if x is not None and not pd.isna(x)]
+        ids = ix.subtree(rid)
+        sub = r.iloc[ids]
+        rows = ix.kernels_of(ids)
+    rows = rows[np.lexsort((rows, ix.kernel_end[rows], ix.kernel_start[rows]))][:max_kernels]  # by start, end, as stored
+    k = p.iloc[rows]
+    starts = [int(x.min()) for x in (sub["start"], k["start"]) if len(x)]
+    ends = [int(x.max()) for x in (sub["end"], k["end"]) if len(x)]
     t0 = min(starts) if starts else 0
     t1 = max(ends) if ends else t0
-    return Window(rid, sub.reset_index(drop=True), k.reset_index(drop=True), t0, t1)
+    w = Window(rid, sub.reset_index(drop=True), k.reset_index(drop=True), t0, t1)
+    ix._windows[memo] = w
+    if len(ix._windows) > _WINDOWS:
+        ix._windows.popitem(last=False)
+    return w

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import html
 import json
+import time
+from contextlib import contextmanager
 
 import ipywidgets as widgets
 
@@ -110,3 +112,27 @@ def open_cached(cache: dict[str, Trace], root, key: str) -> Trace:
         src = root / key if (root / key).is_dir() else key
         cache[key] = open_trace(str(src))
     return cache[key]
+
+
+SPINNER = ("<style>@keyframes wb-spin{to{transform:rotate(360deg)}}</style>"
+           "<span class='wb-working' style='color:#555'><span style='display:inline-block;width:11px;height:11px;"
+           "border:2px solid #cfcfcf;border-top-color:#1f77b4;border-radius:50%;animation:wb-spin .8s linear infinite;"
+           "vertical-align:-2px;margin-right:6px'></span>working\u2026</span>")
+
+
+def status_line() -> widgets.HTML:
+    """Where a widget says it is working (a spinner), then how long its last answer took."""
+    return widgets.HTML(layout=widgets.Layout(min_width="110px", margin="0 0 0 8px"))
+
+
+@contextmanager
+def working(status: widgets.HTML):
+    """Show the spinner in ``status`` while the block runs. The kernel sends the change at
+    once, before the work starts, so the page shows it while the answer is computed."""
+    status.value = SPINNER
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        status.value = (f"<span class='wb-done' style='color:#888'>answered in "
+                        f"{(time.perf_counter() - t0) * 1000:,.0f} ms</span>")
