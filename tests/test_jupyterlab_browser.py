@@ -135,9 +135,13 @@ def page(lab):
             pg.blocked = blocked
             pg.on("pageerror", lambda e: pg.page_errors.append(str(e)))
             pg.goto(f"{lab['url']}/lab?token={lab['token']}", timeout=90_000)
-            pg.wait_for_function("() => window.jupyterapp && window.jupyterapp.commands.hasCommand('docmanager:open')",
-                                 timeout=90_000)
-            pg.evaluate("() => window.jupyterapp.restored")
+            # Polled, not awaited: a promise held across the lab's start-up can be lost with its page.
+            pg.wait_for_function("""() => {
+                const app = window.jupyterapp;
+                if (!app || !app.commands.hasCommand('docmanager:open')) return false;
+                if (!window.__wbHooked) { window.__wbHooked = true; app.restored.then(() => { window.__wbRestored = true; }); }
+                return window.__wbRestored === true;
+            }""", timeout=90_000)
             yield pg
         finally:
             browser.close()
