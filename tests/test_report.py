@@ -166,7 +166,7 @@ def test_timing_outputs_and_env_from_capture_metadata(timed):
     assert "greedy tokens identical (4 tokens); max abs logit diff 1.01e-06 (within tolerance 0.0003)" in md
     assert "`variant.kv_write` `unfused` → `fused`" in md
     for item in ("| GPU | `NVIDIA H200` |", "| Driver | `580.159.04` |", "| torch | `2.11.0+cu130` |",
-                 "| triton | `3.6.0` |", "| Nsight Systems | `2025.3.1` |",
+                 "| triton | `3.6.0` |", "| Nsight Systems (ran the capture) | `2025.3.1` |",
                  "| Workbench git revision | `0123456789abcdef0123456789abcdef01234567` |",
                  "| Report generator | `workbench 0.1.0` |"):
         assert item in md, item

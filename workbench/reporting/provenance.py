@@ -57,6 +57,8 @@ def tool(meta: dict) -> str:
 
 
 # Rows of "Hardware, Environment and Revisions": label -> where to look (first hit wins).
+NSYS = "Nsight Systems (ran the capture)"
+PROFILER = "Profiler (wrote the trace file)"
 ENV_ITEMS: list[tuple[str, tuple]] = [
     ("GPU", (("env", "gpu"), ("capture", "gpu"))),
     ("Driver", (("env", "driver"), ("env", "driver_version"))),
@@ -64,8 +66,10 @@ ENV_ITEMS: list[tuple[str, tuple]] = [
     ("CUDA (driver API)", (("env", "cuda_driver_version"),)),
     ("torch", (("env", "torch"), ("env", "torch_version"))),
     ("triton", (("env", "triton"), ("env", "triton_version"))),
-    ("Nsight Systems", (("env", "nsys"), ("env", "nsys_version"))),
-    ("Profiler", ()),  # from source.tool / tool_version
+    # Two different things, labelled so: the nsys that ran the capture (`nsys --version`) and
+    # the tool and version the trace file says wrote it (an export can be a later nsys).
+    (NSYS, (("env", "nsys"), ("env", "nsys_version"))),
+    (PROFILER, ()),  # from source.tool / tool_version
     ("Python", (("env", "python"), ("env", "python_version"))),
     ("OS", (("env", "os"), ("env", "platform"))),
     ("Engine", ()),  # from capture.engine and capture.engine_info
@@ -91,12 +95,12 @@ def _engine(meta: dict) -> str | None:
 
 def env_value(label: str, paths: tuple, inp: Input) -> str | None:
     meta = inp.meta
-    if label == "Profiler":
+    if label == PROFILER:
         return tool(meta)
     if label == "Engine":
         return _engine(meta)
     v = _first(meta, *paths)
-    if label == "Nsight Systems" and v is None and "nsight" in str(get(meta, "source", "tool") or "").lower():
+    if label == NSYS and v is None and "nsight" in str(get(meta, "source", "tool") or "").lower():
         v = get(meta, "source", "tool_version")
         v = None if v is None else str(v)
     if label == "Workbench git revision" and v is not None:
