@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..trace.schema import work_units
 from ..trace.store import MANIFEST, default_root, list_traces
 from ..workloads import workload_name
 
@@ -69,8 +70,7 @@ def _is_live(name: str, meta: dict) -> bool:
     if name.startswith(REFERENCE_PREFIX):
         return False
     counts = meta.get("counts") or {}
-    units = (meta.get("source") or {}).get("work_units", "kernel")
-    return int(counts.get("kernels", 0) or 0) > 0 and units == "kernel"
+    return int(counts.get("kernels", 0) or 0) > 0 and work_units(meta) == "kernel"
 
 
 def _catalog(root: Path, tokens, exclude) -> tuple[list[tuple[str, set]], list[tuple[str, set]]]:
