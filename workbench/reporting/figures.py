@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 
+from .provenance import get
 from .tables import metric_rank, ranges_view
 
 MAX_RANGES = 4
@@ -127,6 +128,7 @@ def build(inputs, d, names: list[str], words, sweep=None, primary=()) -> list[tu
     figs.append(("steps", f"Range composition by {w.unit} ({w.time} per step)",
                  viz.range_composition({f"{i.role}: {i.name}": i.trace for i in inputs[:2]}, metric="gpu_time")))
     if sweep is not None:
+        base_values = {str(v) for v in (get(inputs[0].meta, "capture", "variant") or {}).values()}
         for metric in sorted(sweep.metrics, key=lambda m: (metric_rank(m), m)):
             rows = [r for r in sweep.rows if r["metric"] == metric]
             unit = rows[0].get("unit", "ms")
@@ -137,10 +139,12 @@ def build(inputs, d, names: list[str], words, sweep=None, primary=()) -> list[tu
                 pts = [{"context": r["context"], "median_ms": r["median"], "min_ms": r["min"], "max_ms": r["max"],
                         "variant": color_of(r["series"])} for r in sub]
                 where = f" ({facet})" if facet else ""
+                # The base's series first (legend and colour order), then the others by name.
+                order = sorted({p["variant"] for p in pts}, key=lambda v: (not set(v.split(" ")) <= base_values, v))
                 figs.append(("sweep", f"{raw} vs context length{where}",
                              viz.sweep(pts, x="context", y="median_ms", color="variant", lo="min_ms", hi="max_ms",
                                        title=f"{label} vs context length{html.escape(where, quote=False)} "
                                              "(median, min–max)",
                                        x_title="context length (tokens)", y_title=f"{label} ({unit})",
-                                       workload=inputs[0].workload)))
+                                       workload=inputs[0].workload, order=order)))
     return figs
