@@ -113,11 +113,15 @@ def _describe(trace) -> str:
     unit = work_units(meta)
     line = f"{trace.path}: {counts['kernels']} {unit}s, {counts['ranges']} ranges"
     timing, cap = meta.get("timing") or {}, meta.get("capture") or {}
-    for key, what in (("decode_step_ms", "decode step"), ("call_ms", "call")):
-        if key in timing:
+    # The samples diffs and reports compare: each run's mean decode step where recorded (so the
+    # number printed here is the one a report shows), else each step or call.
+    for keys, what in ((("decode_step_ms_per_repeat", "decode_step_ms"), "decode step"), (("call_ms",), "call")):
+        key = next((k for k in keys if k in timing), None)
+        if key is not None:
             d = timing[key]
-            line += (f", {what} {fmt.ms(d['median'])} ms (min {fmt.ms(d['min'])}, max {fmt.ms(d['max'])}, "
-                     f"{timing['timer']})")
+            per = " (mean per run)" if key.endswith("_per_repeat") else ""
+            line += (f", {what}{per} {fmt.ms(d['median'])} ms median of {d.get('n', '?')} (min {fmt.ms(d['min'])}, "
+                     f"max {fmt.ms(d['max'])}, {timing['timer']})")
     if "wall_s" in cap and cap.get("kind") == "command":
         line += f", exit {cap['exit_status']} after {cap['wall_s']:.2f} s"
     windows = cap.get("windows") or {}
