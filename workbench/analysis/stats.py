@@ -13,9 +13,11 @@ samples of one capture come from one process and one machine state: a second cap
 same variant often moves by a few percent however tight each interval is. Otherwise: "no
 significant change". Lower is better for times (``faster`` when B's median is lower).
 
-The samples to compare, per timed phase, are each capture's recorded samples
-(:func:`timed_samples`): per run where the capture kept them (``decode_step_ms_per_repeat``:
-each repetition's mean step, the unit that varies run to run), else per step or per call.
+The samples to compare, per timed phase, are each trace's recorded samples
+(:func:`timed_samples`), from an interleaved ``workbench bench --store`` (``timing_bench``) where
+the manifest holds one, else from the capture (``timing``; :func:`recorded_timing`): per run
+where kept (``decode_step_ms_per_repeat``: each repetition's mean step, the unit that varies run
+to run), else per step or per call.
 """
 
 from __future__ import annotations
