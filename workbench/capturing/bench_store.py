@@ -10,7 +10,6 @@ stays.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import tempfile
@@ -24,26 +23,17 @@ KEY = "timing_bench"
 def store_samples(items: list[tuple[Path, dict]]) -> list[str]:
     """Write each ``(trace directory, timing)`` as that trace's ``timing_bench``; returns
     the directories written. Every manifest is read and checked before any is written."""
-    updated = [(path, {**_read(path), KEY: timing}) for path, timing in items]
+    from ..trace.store.read import read_manifest
+
+    updated = [(path, {**read_manifest(path), KEY: timing}) for path, timing in items]
     for path, meta in updated:
         _replace(path, meta)
     return [str(path) for path, _ in updated]
 
 
-def _read(path: Path) -> dict:
-    from ..trace.store import MANIFEST
-
-    try:
-        meta = json.loads((path / MANIFEST).read_text())
-    except (OSError, ValueError) as e:
-        raise WorkbenchError(path / MANIFEST, f"unreadable manifest: {e}") from None
-    if not isinstance(meta, dict):
-        raise WorkbenchError(path / MANIFEST, "manifest is not a JSON object")
-    return meta
-
-
 def _replace(path: Path, meta: dict) -> None:
     from ..trace.store import MANIFEST
+    from ..trace.store.write import dump_manifest
 
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{MANIFEST}-", dir=path)
@@ -51,11 +41,7 @@ def _replace(path: Path, meta: dict) -> None:
         raise WorkbenchError(path, f"cannot write to the trace: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "w") as fh:
-            # As the store writes manifests: indented, keys sorted, a final newline.
-            json.dump(meta, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+            dump_manifest(meta, fh)
         # mkstemp makes the file private: the new manifest keeps the old one's permissions.
         os.chmod(tmp, stat.S_IMODE(os.stat(path / MANIFEST).st_mode))
         os.replace(tmp, path / MANIFEST)

@@ -25,6 +25,15 @@ def load(path: str | os.PathLike) -> Trace:
     path = Path(path)
     if not path.is_dir():
         raise WorkbenchError(path, "not a directory")
+    meta = read_manifest(path)
+    tables = StoredTables(path)
+    if not _attribution_ok(meta.get("attribution")):  # stored in format 1, or edited
+        meta["attribution"] = tables.attribution()[1]
+    return Trace(tables, meta, name=meta.get("name", path.name), path=str(path))
+
+
+def read_manifest(path: Path) -> dict:
+    """A stored trace directory's manifest, checked: a JSON object whose ``source`` is one."""
     man = path / MANIFEST
     if not man.is_file():
         raise WorkbenchError(path, "not a trace directory (no manifest.json)")
@@ -36,10 +45,7 @@ def load(path: str | os.PathLike) -> Trace:
         raise WorkbenchError(man, "manifest is not a JSON object")
     if not isinstance(meta.get("source", {}), dict):
         raise WorkbenchError(man, "manifest field 'source' is not an object")
-    tables = StoredTables(path)
-    if not _attribution_ok(meta.get("attribution")):  # stored in format 1, or edited
-        meta["attribution"] = tables.attribution()[1]
-    return Trace(tables, meta, name=meta.get("name", path.name), path=str(path))
+    return meta
 
 
 def _attribution_ok(totals) -> bool:

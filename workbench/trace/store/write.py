@@ -42,6 +42,15 @@ def _json_default(o: Any):
     raise TypeError(f"not JSON serializable: {type(o).__name__}")
 
 
+def dump_manifest(meta: dict, fh) -> None:
+    """Write ``meta`` to the open file ``fh`` as every manifest is written (indented, keys
+    sorted, a final newline) and flush it to disk."""
+    json.dump(meta, fh, indent=2, sort_keys=True, default=_json_default)
+    fh.write("\n")
+    fh.flush()
+    os.fsync(fh.fileno())
+
+
 def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, overwrite: bool = False,
          options: ImportOptions = DEFAULT, raw: Sequence[str | os.PathLike] | None = None) -> Path:
     """Store ``trace`` as ``<root>/<name>/`` atomically and return that directory (the tables
@@ -78,10 +87,7 @@ def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, over
         meta["counts"] = {t: int(len(trace.tables[t])) for t in TABLES}
         meta["content_sha256"] = content_hash(tmp)
         with open(tmp / MANIFEST, "w") as fh:
-            json.dump(meta, fh, indent=2, sort_keys=True, default=_json_default)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+            dump_manifest(meta, fh)
         _publish(tmp, final, overwrite)
     except OSError as e:  # disk full, permissions, a vanished directory: nothing is published
         shutil.rmtree(tmp, ignore_errors=True)
