@@ -106,6 +106,7 @@ def run(args) -> int:
 
 def _describe(trace) -> str:
     from .. import textfmt as fmt
+    from ..analysis.stats import PHASE_SAMPLES
     from ..trace.schema import work_units
 
     meta = trace.meta
@@ -113,10 +114,10 @@ def _describe(trace) -> str:
     unit = work_units(meta)
     line = f"{trace.path}: {counts['kernels']} {unit}s, {counts['ranges']} ranges"
     timing, cap = meta.get("timing") or {}, meta.get("capture") or {}
-    # The samples diffs and reports compare: each run's mean decode step where recorded (so the
-    # number printed here is the one a report shows), else each step or call.
-    for keys, what in ((("decode_step_ms_per_repeat", "decode_step_ms"), "decode step"), (("call_ms",), "call")):
-        key = next((k for k in keys if k in timing), None)
+    # The samples diffs and reports compare (analysis.stats.PHASE_SAMPLES): each run's mean
+    # decode step where recorded (the number a report shows), else each step or call.
+    for metric, what in (("decode_step_ms", "decode step"), ("call_ms", "call")):
+        key = next((k for k in PHASE_SAMPLES[metric] if k in timing), None)
         if key is not None:
             d = timing[key]
             per = " (mean per run)" if key.endswith("_per_repeat") else ""

@@ -14,18 +14,18 @@ from __future__ import annotations
 import math
 
 from .. import textfmt as fmt
-from ..analysis.stats import recorded_timing
+from ..analysis.stats import PHASE_SAMPLES, recorded_timing
 
 NOT_TIMED = "n/a (not captured with timing)"
 NO_SAMPLES = "no samples recorded: no interval, no verdict"
 ORDER = ("prefill", "decode step")
 
+# What one sample of each timing key is.
+_WHAT = {"prefill_ms": "per run", "decode_step_ms_per_repeat": "mean step per run", "decode_step_ms": "per step"}
 # Phase -> (timing key, what one sample is), the first key present wins (the first with samples
 # before one without): the keys analysis.stats.PHASE_SAMPLES reads, in its order.
-_KEYS = {
-    "prefill": (("prefill_ms", "per run"),),
-    "decode step": (("decode_step_ms_per_repeat", "mean step per run"), ("decode_step_ms", "per step")),
-}
+_KEYS = {name: tuple((key, _WHAT[key]) for key in PHASE_SAMPLES[metric])
+         for name, metric in (("prefill", "prefill_ms"), ("decode step", "decode_step_ms"))}
 
 
 def _has(stat) -> bool:
