@@ -64,9 +64,9 @@ def trace_labels(trace: Trace, pattern: str | None = None) -> tuple[np.ndarray, 
     if key not in trace.memo:
         name = trace.columns("ranges", ["name"])["name"]
         labels, inv = np.unique(label_parts(name.cat.categories.astype(str), pattern)[1], return_inverse=True)
-        codes = name.cat.codes.to_numpy()
-        trace.memo[key] = (np.where(codes >= 0, inv.reshape(-1)[np.maximum(codes, 0)] if len(inv) else -1, -1)
-                           .astype(np.int32), labels.astype(object))
+        # A missing name (code -1) reads the -1 put last.
+        by_code = np.append(inv.reshape(-1), -1).astype(np.int32)
+        trace.memo[key] = (by_code[name.cat.codes.to_numpy()], labels.astype(object))
     return trace.memo[key]
 
 

@@ -250,20 +250,14 @@ def step_groups(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     call, an aten range of an nsys export) is not one. Strings are made for the distinct
     steps only, never one per range."""
     info = trace_steps_info(trace)
-    n = len(info.step)
-    heads, inverse = np.unique(info.step, return_inverse=True)  # -1 (no step) sorts first
-    inverse = inverse.reshape(-1)
-    text = np.asarray([PHASES[PREFILL], NO_STEP], dtype=object)  # pseudo-groups 0 and 1
-    if len(heads) and heads[0] < 0:
-        heads, shift = heads[1:], 1
-    else:
-        shift = 0
-    text = np.concatenate([text, info.label[heads]]) if len(heads) else text
-    group = inverse - shift + 2
-    outside = info.step < 0
-    group[outside] = np.where(info.phase[outside] == PREFILL, 0, 1)
+    steps = info.ids()
+    # Groups 0 and 1 are the pseudo-steps, then one per step range.
+    text = np.concatenate([np.asarray([PHASES[PREFILL], NO_STEP], dtype=object), info.label[steps]])
+    slot = np.zeros(len(info.step), dtype=np.int64)
+    slot[steps] = np.arange(2, len(steps) + 2)
+    group = np.where(info.step >= 0, slot[np.maximum(info.step, 0)], np.where(info.phase == PREFILL, 0, 1))
     codes, labels = pd.factorize(text, sort=True)
-    return (codes[group] if n else np.zeros(0, np.int64)).astype(np.int64), np.asarray(labels, dtype=object)
+    return codes.astype(np.int64)[group], np.asarray(labels, dtype=object)
 
 
 def step_parts(trace: Trace, step_regex: str | None = None) -> np.ndarray:
