@@ -10,7 +10,8 @@
 # call cut short by its time limit still brings back what it finished. The results
 # (benchmarks/results/h200_hf.{json,md}) are made from the traces afterwards, on any machine:
 #   python3 benchmarks/hf_results.py traces benchmarks/results/h200_hf
-# SIZE=tiny runs the same matrix at CPU-test sizes (DEVICE=cpu: checking the script without a
+# PART=eager runs only the eager-engine captures, PART=graph only the CUDA-graph ones (so the
+# matrix can be split over two device calls); unset, both. SIZE=tiny runs the same matrix at CPU-test sizes (DEVICE=cpu: checking the script without a
 # GPU). Every command and its output go to $OUT/commands.log.
 set -u
 cd "$(dirname "$0")/.."
@@ -31,6 +32,9 @@ hf() {  # hf ATTN CACHE ENGINE BACKEND; the eager engine is left out of the name
         # "eager" in it is the attention (the hf workload's default pair is attn eager -> sdpa)
     local name="h200-hf-attn-$1-$2-$3-$4"
     [ "$3" = eager ] && name="h200-hf-attn-$1-$2-$4"
+    # Committed traces are kept (the tree travels with them): a campaign resumes where the
+    # last call stopped. REDO=1 captures them again.
+    if [ -d "traces/$name" ] && [ -z "${REDO:-}" ]; then echo "kept traces/$name" | tee -a "$LOG"; return; fi
     wb capture hf --variant arch=llama --variant "attn=$1" --variant "cache=$2" "${SHAPE[@]}" --engine "$3" \
         --backend "$4" --device "$DEVICE" "${RUNS[@]}" --name "$name" --force --quiet
     # Each trace tarred at once: a call cut short still brings back what it finished (the tool
@@ -42,15 +46,17 @@ if [ "$DEVICE" = cuda ]; then
     nsys --version | tee -a "$LOG"
 fi
 python3 -c "import transformers, torch; print('transformers', transformers.__version__, 'torch', torch.__version__)" | tee -a "$LOG"
-hf sdpa static eager nsys        # attn eager -> sdpa, both backends
-hf eager static eager nsys
-hf sdpa static eager torch
-hf eager static eager torch
-hf sdpa dynamic eager torch      # cache dynamic -> static
-if [ "$DEVICE" = cuda ]; then
-    hf sdpa static cudagraph nsys  # the fastest engine here: decode replayed from CUDA graphs
+if [ "${PART:-all}" != graph ]; then
+    hf sdpa static eager nsys        # attn eager -> sdpa, both backends
+    hf eager static eager nsys
+    hf sdpa static eager torch
+    hf eager static eager torch
+    hf sdpa dynamic eager torch      # cache dynamic -> static
+    [ "$DEVICE" = cuda ] && hf sdpa dynamic eager nsys
+fi
+if [ "${PART:-all}" != eager ] && [ "$DEVICE" = cuda ]; then
+    hf sdpa static cudagraph nsys    # the fastest engine here: decode replayed from CUDA graphs
     hf sdpa static cudagraph torch
-    hf sdpa dynamic eager nsys
 fi
 wb summary h200-hf-attn-sdpa-static-nsys --by phase
 wb diff h200-hf-attn-eager-static-nsys h200-hf-attn-sdpa-static-nsys --top 4

@@ -73,7 +73,8 @@ class _NoClock:
 
 
 def generate(engine, steps: int, *, clock=None, window=None, keep: bool = False):
-    """Prefill, then ``steps`` greedy decode steps; ``window`` wraps the decode steps only.
+    """Prefill, then ``steps`` greedy decode steps; ``window`` wraps the decode steps (and what
+    the engine rebuilds for them, see ``rebuild``) only.
 
     Returns ``(logits, tokens)`` copied to the host when ``keep``, else ``None``.
     """
@@ -94,6 +95,10 @@ def _generate(engine, steps: int, clock, window, keep: bool):
         kept.append((logits.float().cpu(), token.cpu()))
     ctx = engine.instance.ctx
     with window if window is not None else contextlib.nullcontext():
+        if window is not None:
+            # What the engine replays is built again inside the recording, so the trace holds
+            # how it was built (a CUDA graph's kernels keep the ranges open at its capture).
+            engine.rebuild(range(ctx, ctx + steps))
         for i in range(steps):
             with clock.phase("decode"), annotate(f"step_{i}"):
                 logits = engine.decode(token, ctx + i)

@@ -1,13 +1,15 @@
 """Decode steps replayed from CUDA graphs.
 
 One graph per bound-row count (the full variant needs one; bucketed one per bucket), captured
-on first use. The ranges inside ``forward`` fire only while a graph is captured, so in a
-profile the replayed kernels sit under the step range with their ``cudaGraphLaunch``, which is
-how the projection rule reports graph-launched kernels.
+on first use. The ranges inside ``forward`` fire only while a graph is captured, so a replayed
+kernel's launch sits under the step range alone. ``rebuild`` captures the graphs again inside a
+recording (under ``graph_capture``), which is what lets an nsys trace give each replayed kernel
+the ranges that were open when its node was captured (``trace/build/graph_ranges.py``).
 """
 
 from __future__ import annotations
 
+from ..annotation import annotate
 from ..errors import WorkbenchError
 from .eager import EagerEngine
 
@@ -36,17 +38,27 @@ class CudaGraphEngine(EagerEngine):
         graph.replay()
         return logits
 
-    def _capture(self, rows: int):
+    def rebuild(self, positions) -> None:
+        # Each graph is captured again without a warm-up (its first capture ran one), so the
+        # recording holds no eager kernels; the old graph goes first, freeing its memory pool.
+        with annotate("graph_capture"):
+            for rows in sorted({self.instance.rows_for(p + 1) for p in positions}):
+                warm = rows not in self.graphs
+                self.graphs.pop(rows, None)
+                self.graphs[rows] = self._capture(rows, warm=warm)
+
+    def _capture(self, rows: int, warm: bool = True):
         import torch
 
         inst = self.instance
-        # Warm-up on a side stream first, as torch.cuda.graphs advises (lazy init, autotuning).
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                inst.forward(self.token, self.positions, rows)
-        torch.cuda.current_stream().wait_stream(side)
+        if warm:
+            # Warm-up on a side stream first, as torch.cuda.graphs advises (lazy init, autotuning).
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(2):
+                    inst.forward(self.token, self.positions, rows)
+            torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             logits = inst.forward(self.token, self.positions, rows)

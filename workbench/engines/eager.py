@@ -40,3 +40,7 @@ class EagerEngine:
 
     def _decode(self, token, rows: int):
         return self.instance.forward(token, self.positions, rows)
+
+    def rebuild(self, positions) -> None:
+        """Build again what decoding at ``positions`` replays, so that a recording opened just
+        before shows how it was built. The eager engine replays nothing."""
