@@ -145,10 +145,16 @@ def time_engine(engine, *, steps: int = 3, repeats: int = 10, warmup: int = 2, p
 
 
 def compare(logits_a, tokens_a, logits_b, tokens_b, dtype: str) -> dict:
-    """Max abs logit difference and token equality between two runs of the same prompt."""
-    diff = float((logits_a - logits_b).abs().max())
-    scale = max(1.0, float(logits_a.abs().max()))
-    tol = TOLERANCE.get(dtype, 1e-4) * scale
+    """Max abs logit difference and token equality between two runs of the same prompt.
+
+    Logits may be ones a manifest kept only the top-k of (NaN where not kept): the difference
+    is over the entries both kept (``topk``: how many per position, when not all), and a
+    position whose kept sets share under half their entries is not equal (``apart``)."""
+    from .outputs import logit_diff
+
+    d = logit_diff(logits_a, logits_b)
+    diff = d["max_abs_diff"]
+    tol = TOLERANCE.get(dtype, 1e-4) * d["scale"]
     same_tokens = list(tokens_a) == list(tokens_b)
-    return {"max_abs_diff": diff, "tolerance": tol, "tokens_equal": same_tokens,
-            "equal": same_tokens and diff <= tol}
+    return {"max_abs_diff": diff, "tolerance": tol, "tokens_equal": same_tokens, "topk": d["topk"],
+            "apart": d["apart"], "equal": same_tokens and diff <= tol and not d["apart"]}

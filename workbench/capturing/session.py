@@ -8,7 +8,6 @@ workload, variant (resolved), engine, device, steps, repeats, warmup, progress.
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 
@@ -16,18 +15,23 @@ from ..errors import WorkbenchError
 
 
 def encode_outputs(logits, tokens: list[int]) -> dict:
-    """Logits as base64 float32 so a manifest can prove two variants equal later."""
-    arr = logits.float().contiguous().numpy()
-    return {"tokens": tokens, "logits_shape": list(arr.shape),
-            "logits_f32_b64": base64.b64encode(arr.tobytes()).decode()}
+    """Greedy tokens and their logits (in full when small, else the top-k of each position:
+    ``outputs.encode_logits``) so a manifest can prove two variants equal later."""
+    from ..outputs import encode_logits
+
+    return {"tokens": tokens, **encode_logits(logits)}
 
 
 def decode_outputs(outputs: dict):
-    import numpy as np
+    """(logits as a float32 tensor, NaN where not kept; tokens) of :func:`encode_outputs`."""
     import torch
 
-    arr = np.frombuffer(base64.b64decode(outputs["logits_f32_b64"]), dtype=np.float32)
-    return torch.from_numpy(arr.reshape(outputs["logits_shape"]).copy()), list(outputs["tokens"])
+    from ..outputs import decode_logits
+
+    arr = decode_logits(outputs)
+    if arr is None:
+        raise ValueError("outputs hold no logits")
+    return torch.from_numpy(arr.copy()), list(outputs["tokens"])
 
 
 def execute(spec: dict, window) -> dict:

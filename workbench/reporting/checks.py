@@ -16,38 +16,51 @@ def outputs(meta: dict) -> dict | None:
 
 
 def _logits(o: dict):
-    """Logits recorded by the capture (base64 float32, see capture/session.py), or None."""
-    import base64
+    """Logits recorded by the capture (``outputs.decode_logits``: NaN where only the top-k of
+    a position were kept), or None."""
+    from ..outputs import decode_logits
 
-    import numpy as np
-
-    b64, shape = o.get("logits_f32_b64"), o.get("logits_shape")
-    if not isinstance(b64, str) or not isinstance(shape, list):
-        return None
     try:
-        arr = np.frombuffer(base64.b64decode(b64), dtype=np.float32)
-        return arr.reshape([int(x) for x in shape])
-    except (ValueError, TypeError):
+        return decode_logits(o)
+    except ValueError:
         return None
 
 
-def _tolerance(meta: dict, base_logits) -> float | None:
+def _tolerance(meta: dict, scale: float) -> float | None:
     from ..vocabulary import OUTPUT_TOLERANCE as TOLERANCE
 
     dtype = get(meta, "capture", "engine_info", "dtype") or get(meta, "capture", "variant", "dtype")
     if dtype not in TOLERANCE:
         return None
-    return TOLERANCE[dtype] * max(1.0, float(abs(base_logits).max()))
+    return TOLERANCE[dtype] * scale
 
 
 def _item_facts(a: dict, b: dict) -> list[str]:
     """Outputs of profiled calls (``workbench.outputs`` encoding), compared item by item."""
-    from ..outputs import compare
+    from ..outputs import compare, over_text
 
     c = compare(a, b)
     if c["equal"]:
-        return [f"outputs equal ({c['items']} item(s), max abs diff {c['max_abs_diff']:.3g})"]
+        return [f"outputs equal ({c['items']} item(s), max abs diff {c['max_abs_diff']:.3g}{over_text(c['topk'])})"]
     return ["outputs DIFFER: " + "; ".join(c["differences"][:5])]
+
+
+def _logit_fact(meta: dict, ob: dict, oo: dict, la, lb) -> str:
+    """The max abs logit diff of two recorded runs, over the logits both kept."""
+    from ..outputs import apart_text, logit_diff, logits_topk, over_text
+
+    d = logit_diff(la, lb)
+    sparse = logits_topk(ob) is not None or logits_topk(oo) is not None
+    kept = d["topk"] if sparse else None
+    if not sparse and d["topk"]:  # both kept in full: a NaN is a value
+        return "logits DIFFER (NaN among them)"
+    mad, tol = d["max_abs_diff"], _tolerance(meta, d["scale"])
+    text = f"max abs logit diff {mad:.3g}{over_text(kept)}"
+    if tol is not None:
+        text += f" ({'within' if mad <= tol else 'OUTSIDE'} tolerance {tol:.3g})"
+    if sparse and d["apart"]:
+        text += f"; logits DIFFER: {apart_text(d['apart'], kept)}"
+    return text
 
 
 def correctness(inputs: list[Input]) -> tuple[list[list], list[list], list[str]]:
@@ -77,12 +90,7 @@ def correctness(inputs: list[Input]) -> tuple[list[list], list[list], list[str]]
             if la.shape != lb.shape:
                 facts.append(f"logits of different shapes ({list(la.shape)} vs {list(lb.shape)})")
             else:
-                mad = float(abs(la.astype("float64") - lb.astype("float64")).max()) if la.size else 0.0
-                tol = _tolerance(base.meta, la)
-                text = f"max abs logit diff {mad:.3g}"
-                if tol is not None:
-                    text += f" ({'within' if mad <= tol else 'OUTSIDE'} tolerance {tol:.3g})"
-                facts.append(text)
+                facts.append(_logit_fact(base.meta, ob, oo, la, lb))
         if not facts:
             facts.append("outputs recorded, but in no form this report compares (" +
                          ", ".join(sorted(map(str, oo))) + ")")
