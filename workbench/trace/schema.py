@@ -174,6 +174,28 @@ def work_units(meta: dict) -> str:
     return str(source.get("work_units") or "kernel")
 
 
+def graph_note(meta: dict) -> str | None:
+    """How a trace's CUDA-graph kernels were attributed, in a line (None: it has none): under
+    the ranges open when their graph was captured (``meta["graph_kernels"]``, see
+    ``build/graph_ranges.py``), or only under the range around the graph launch, and why."""
+    totals = meta.get("attribution") if isinstance(meta, dict) else None
+    n = sum(int(v.get("graph_kernels", 0)) for v in totals.values() if isinstance(v, dict)) if isinstance(totals, dict) else 0
+    if not n:
+        return None
+    found = meta.get("graph_kernels")
+    by_capture = int(found.get("by_capture", 0)) if isinstance(found, dict) else 0
+    if by_capture >= n:
+        return f"{n} CUDA-graph kernels, each under the ranges open when its graph was captured"
+    fmt = str(meta.get("source", {}).get("format", "")) if isinstance(meta.get("source"), dict) else ""
+    why = ("torch.profiler gives no capture-time ranges for graph nodes; capture with --backend nsys"
+           if fmt.startswith("kineto") or fmt == "chrome" else
+           "the trace does not hold their graph's capture; record it with nsys --cuda-graph-trace=node and the "
+           "graph capture inside the recorded window")
+    head = f"{n} CUDA-graph kernels: {by_capture} under the ranges open at their capture, {n - by_capture}" if by_capture \
+        else f"{n} CUDA-graph kernels"
+    return f"{head} only under the range around their graph launch ({why})"
+
+
 # How a kernel was attributed: in a range, launched outside every range, no launch record.
 STATUSES = ("range", "no_range", "no_launch")
 

@@ -10,8 +10,9 @@ import pandas as pd
 
 from ...errors import TraceFormatError
 from ..options import DEFAULT, ImportOptions
-from ..schema import REQUIRED, SCHEMA, TABLES, RawTables, Trace, empty_table, set_column, typed
+from ..schema import REQUIRED, SCHEMA, TABLES, RawTables, Trace, empty_table, graph_note, set_column, typed
 from .attribution import attribute, innermost_ranges
+from .graph_ranges import capture_ranges
 from .launches import graph_launched, join_launches, merge_names
 from .nesting import nested
 from .paths import range_paths
@@ -33,6 +34,10 @@ def build(raw: RawTables, where: str, options: ImportOptions = DEFAULT) -> Trace
     and missing required columns. ``raw.tables`` is emptied: the raw frames go as soon as
     they are typed, and columns replaced later are freed at once.
     """
+    # What a reader gives of CUDA-graph nodes (nsys --cuda-graph-trace=node): the node each
+    # kernel ran as, and the node events. Not trace columns: used here, then dropped.
+    nodes = raw.tables.pop("graph_nodes", None)
+    node_of = raw.tables["kernels"].pop("graph_node").to_numpy() if "graph_node" in raw.tables.get("kernels", ()) else None
     out = _checked(raw.tables, where)
     # Two threads: this one joins each kernel to its launch and finds its innermost range;
     # the other nests the ranges (which that needs), then makes the ranges' paths and names
@@ -45,6 +50,15 @@ def build(raw: RawTables, where: str, options: ImportOptions = DEFAULT) -> Trace
         columns = [c for c in SCHEMA["kernels"] if c not in _DERIVED["kernels"]]
         out["kernels"] = kernels = typed("kernels", out["kernels"], where, columns)
         out["ranges"], parent, depth, timelines = nesting.result()
+        set_column(kernels, "range_id", innermost_ranges(kernels, out["ranges"], timelines))
+        graphs = None
+        if node_of is not None:
+            ranges, range_id, graphs = capture_ranges(kernels, node_of, out["ranges"], timelines, out["api"],
+                                                      nodes if nodes is not None else pd.DataFrame())
+            if ranges is not None:
+                out["ranges"] = ranges
+                parent, depth = ranges["parent"].to_numpy(), ranges["depth"].to_numpy()
+                set_column(kernels, "range_id", range_id)
         paths = pool.submit(range_paths, out["ranges"]["name"], parent, depth) if len(parent) else None
         names = None
         if match is not None:
@@ -52,7 +66,6 @@ def build(raw: RawTables, where: str, options: ImportOptions = DEFAULT) -> Trace
             graph = graph_launched(kernels["launch_api"], out["api"]["name"], *match)
             if graph is not None:
                 set_column(kernels, "graph", kernels["graph"].to_numpy() | graph)
-        set_column(kernels, "range_id", innermost_ranges(kernels, out["ranges"], timelines))
         per_range, totals = attribute(kernels, len(out["ranges"]))
         if paths is not None:
             set_column(out["ranges"], "path", paths.result())
@@ -62,7 +75,12 @@ def build(raw: RawTables, where: str, options: ImportOptions = DEFAULT) -> Trace
         set_column(out["ranges"], col, values)
     # The derived columns were added last: each table in SCHEMA order (no data copied).
     tables = {t: df[list(SCHEMA[t])] for t, df in out.items()}
-    return Trace(tables, {**raw.meta, "attribution": totals})
+    meta = {**raw.meta, "attribution": totals}
+    n_graph = sum(t["graph_kernels"] for t in totals.values())
+    if n_graph:  # how they were attributed, in the manifest too
+        meta["graph_kernels"] = {"kernels": n_graph, "by_capture": graphs["by_capture"] if graphs else 0}
+        meta["graph_kernels"]["note"] = graph_note(meta)
+    return Trace(tables, meta)
 
 
 def _checked(tables: dict[str, pd.DataFrame], where: str) -> dict[str, pd.DataFrame]:

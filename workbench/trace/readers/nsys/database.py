@@ -24,6 +24,9 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"  # runtime *and* driver calls (Triton's 
 NVTX = "NVTX_EVENTS"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+# With --cuda-graph-trace=node: each node made by stream capture, on the capturing thread at
+# capture time, and each node of an instantiated graph, pointing back at the one it copies.
+GRAPH_NODES = "CUDA_GRAPH_NODE_EVENTS"
 
 # The event tables and the columns read from each, declared up front as nsys recipes do: a
 # missing required column is an error, a missing optional one is left out.
@@ -34,6 +37,7 @@ COLUMNS = {
     NVTX: {"required": ("start", "end", "eventType", "globalTid"), "optional": ("text", "textId", "domainId", "endGlobalTid")},
     MEMCPY: {"required": ("start", "end", "globalPid"), "optional": ("deviceId", "streamId", "correlationId", "bytes", "copyKind")},
     MEMSET: {"required": ("start", "end", "globalPid"), "optional": ("deviceId", "streamId", "correlationId", "bytes")},
+    GRAPH_NODES: {"required": ("start", "globalTid", "graphNodeId"), "optional": ("originalGraphNodeId",)},
 }
 
 # NVTX event types: push/pop and start/end ranges (plain and NVTX-text variants), domain create.

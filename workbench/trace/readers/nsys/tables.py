@@ -12,7 +12,7 @@ import pandas as pd
 from ....errors import TraceFormatError
 from ...names import categorical_take, constant
 from ...options import ImportOptions, Inline
-from .database import DOMAIN_CREATE, KERNEL, MEMCPY, MEMSET, NVTX, RUNTIME
+from .database import DOMAIN_CREATE, GRAPH_NODES, KERNEL, MEMCPY, MEMSET, NVTX, RUNTIME
 from .pages import Columns
 from .values import distinct_ids, int64, ints, names, own_pid, pid_tid, spread_distinct, text_codes, tid
 
@@ -63,6 +63,8 @@ def _kernels(columns: Columns, table: str, strings, where: Path) -> pd.DataFrame
                      ("blockX", "block_x"), ("blockY", "block_y"), ("blockZ", "block_z")):
         cols[dst] = ints(k, src, where, KERNEL, default=-1)
     cols["graph"] = pd.notna(k["graphNodeId"].array) if "graphNodeId" in k else np.zeros(n, bool)
+    if cols["graph"].any():  # the node each graph kernel ran as (-1: none), for build's graph_ranges
+        cols["graph_node"] = ints(k, "graphNodeId", where, KERNEL, default=-1)
     # One frame of the columns as they are: setting columns one by one would copy each.
     return pd.DataFrame(cols, copy=False)
 
@@ -163,9 +165,23 @@ def _copies(columns: Columns, table: str, strings, where: Path) -> pd.DataFrame:
     return out
 
 
+def _graph_nodes(columns: Columns, table: str, strings, where: Path) -> pd.DataFrame:
+    """One row per graph node event: the node, the node it copies (-1: made by stream
+    capture), when and on which thread."""
+    g = columns.read(table)
+    pids, tids = pid_tid(ints(g, "globalTid", where, table))
+    return pd.DataFrame({
+        "node": ints(g, "graphNodeId", where, table),
+        "original": ints(g, "originalGraphNodeId", where, table, default=-1),
+        "start": ints(g, "start", where, table),
+        "pid": pids,
+        "tid": tids,
+    }, copy=False)
+
+
 # Each event table's maker and the name of the table it makes, in the fixed order.
 _MAKE = {KERNEL: ("kernels", _kernels), RUNTIME: ("api", _api), NVTX: ("ranges", _ranges),
-         MEMCPY: ("memcpy", _copies), MEMSET: ("memset", _copies)}
+         MEMCPY: ("memcpy", _copies), MEMSET: ("memset", _copies), GRAPH_NODES: ("graph_nodes", _graph_nodes)}
 # Tables made from their columns alone (nothing more asked of the connection): when their
 # pages were read, any thread may make them.
-_MADE_ANYWHERE = (KERNEL, RUNTIME, NVTX)
+_MADE_ANYWHERE = (KERNEL, RUNTIME, NVTX, GRAPH_NODES)
