@@ -26,17 +26,23 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workbench import analysis, engines  # noqa: E402
+from workbench.analysis.steps import NO_STEP, PHASES, PREFILL  # noqa: E402
 from workbench.capturing import capture  # noqa: E402
 from workbench.capturing.session import decode_outputs  # noqa: E402
 from workbench.errors import WorkbenchError  # noqa: E402
 from workbench.run import compare, stats, time_engine  # noqa: E402
 
 SMALL = {"layers": 2, "heads": 2, "head_dim": 16, "index_dim": 16, "mlp_dim": 64, "vocab": 128, "rows": 1296}
+# Phi-4-mini-like dimensions (32 layers, 24 heads of 128, MLP 8192, vocab 32064) in the decoder,
+# with its 10368-row allocation: the size where the GPU, not the host, decides a decode step.
+PHI4 = {"layers": 32, "heads": 24, "head_dim": 128, "mlp_dim": 8192, "vocab": 32064}
 
 
-def plan(prefix: str, small: bool, backends: tuple[str, ...]) -> list[dict]:
-    """Captures in priority order (the most important first, should time run out)."""
-    base = dict(SMALL) if small else {}
+def plan(prefix: str, small: bool, backends: tuple[str, ...], shape: str = "live") -> list[dict]:
+    """Captures in priority order (the most important first, should time run out). Shape
+    ``phi4``: only the bucketing sweep, at PHI4's dimensions, under CUDA graphs with nsys (the
+    backend that gives replayed kernels their capture-time layer ranges)."""
+    base = dict(SMALL) if small else dict(PHI4) if shape == "phi4" else {}
     ctxs = (64, 256, 1024) if small else (512, 2048, 8192)
     fusion = lambda kv, engine, backend: {  # noqa: E731
         "name": f"{prefix}-kvwrite-{kv}-{engine}-{backend}", "group": "fusion",
@@ -45,6 +51,9 @@ def plan(prefix: str, small: bool, backends: tuple[str, ...]) -> list[dict]:
         "name": f"{prefix}-cache-{rows}-ctx{ctx}-{engine}-{backend}", "group": f"cache-ctx{ctx}",
         "variant": {**base, "kv_write": "fused", "cache_rows": rows, "ctx": ctx}, "engine": engine,
         "backend": backend}
+    if shape == "phi4":
+        return [cache(rows, ctx, "cudagraph", "nsys" if "nsys" in backends else "torch")
+                for ctx in ctxs for rows in ("full", "bucketed")]
     out = [fusion(kv, "eager", "torch") for kv in ("unfused", "fused")]
     if "nsys" in backends:
         out += [fusion(kv, "eager", "nsys") for kv in ("unfused", "fused")]
@@ -73,6 +82,8 @@ def measure(trace) -> dict:
     kv = by_path[region == "kv_write"]["kernels"]
     att = by_path[region == "attention"]["gpu_time_ns"]
     steps = analysis.summary(trace, by="step")
+    # Decode steps only: not the graph capture before them, nor any prefill inside the window.
+    steps = steps[~steps["step"].isin([NO_STEP, PHASES[PREFILL]])]
     return {
         "trace": meta["name"], "backend": meta["capture"]["backend"], "engine": meta["capture"]["engine"],
         "variant": {k: meta["capture"]["variant"][k] for k in ("kv_write", "cache_rows", "ctx", "rows", "layers")},
@@ -81,8 +92,8 @@ def measure(trace) -> dict:
         "prefill_ms": _stat(timing.get("prefill_ms")),
         "decode_step_ms": _stat(timing.get("decode_step_ms")),
         "decode_step_ms_per_repeat": _stat(timing.get("decode_step_ms_per_repeat")),
-        # Per recorded (step, layer): kernels in kv_write. Empty under CUDA graphs: replayed
-        # kernels sit under the step range, not under layer ranges.
+        # Per recorded (step, layer): kernels in kv_write. Under CUDA graphs only where the
+        # trace holds the graph's capture (nsys): there replayed kernels keep their layer ranges.
         "kv_write_kernels_per_layer": sorted(set(int(k) for k in kv)),
         "kv_write_instances": int(len(kv)),
         "attention_gpu_us_per_layer": round(float(att.mean()) / 1e3, 3) if len(att) else None,
@@ -146,19 +157,21 @@ def markdown(result: dict) -> str:
              "Times are median (min-max) over all timed decode steps / prefills of one capture "
              f"({result['repeats']} repetitions x 3 decode steps; CUDA events, device synchronized before "
              "each phase). Captures run one after another; the interleaved table at the end is the fairer "
-             "latency comparison. GPU us per step is the sum of kernel durations in the trace.", "",
-             "## Case 1: kv_write unfused vs fused (ctx 128, full attention)", "",
-             "| trace | engine | backend | kv_write kernels per layer | kernels per step | GPU us per step | decode step ms |",
-             "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        if r["group"] != "fusion" or "error" in r:
-            continue
+             "latency comparison. GPU us per step is the sum of kernel durations in the trace.", ""]
+    fusion = [r for r in rows if r["group"] == "fusion" and "error" not in r]
+    if fusion:
+        lines += ["## Case 1: kv_write unfused vs fused (ctx 128, full attention)", "",
+                  "| trace | engine | backend | kv_write kernels per layer | kernels per step | GPU us per step "
+                  "| decode step ms |", "|---|---|---|---|---|---|---|"]
+    for r in fusion:
         m = r["measured"]
-        kv = ", ".join(map(str, m["kv_write_kernels_per_layer"])) or "(graph replay: under step)"
+        kv = ", ".join(map(str, m["kv_write_kernels_per_layer"])) or "(graph replay: under step only)"
         lines.append(f"| {r['name']} | {m['engine']} | {m['backend']} | {kv} | "
                      f"{', '.join(map(str, m['kernels_per_step']))} | {m['gpu_us_per_step']:.1f} | "
                      f"{_ms(m['decode_step_ms'])} |")
-    lines += ["", "## Case 2: full vs bucketed attention (kv_write fused, 10368-row allocation)", "",
+    layers = {r["measured"]["variant"]["layers"] for r in rows if "measured" in r and r["group"] != "fusion"}
+    lines += ["", "## Case 2: full vs bucketed attention (kv_write fused, 10368-row allocation"
+              + (f", {', '.join(map(str, sorted(layers)))} layers" if layers else "") + ")", "",
               "| ctx | cache_rows | engine | backend | prefill ms | decode step ms | GPU us per step | attention GPU us/layer |",
               "|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -188,6 +201,31 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def remeasure(cases: list[dict], root: str, out: Path, result: dict) -> int:
+    """The results file made again from the stored traces of ``cases`` (those not stored are
+    listed as not captured), with the interleaved timing of the previous file, if any."""
+    from workbench.trace import open_trace
+
+    old = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
+    traces = {}
+    for case in cases:
+        row = {"name": case["name"], "group": case["group"]}
+        try:
+            traces[case["name"]] = trace = open_trace(case["name"], root)
+            row["measured"] = measure(trace)
+            result["env"] = result["env"] or trace.meta["env"]
+            result["repeats"] = trace.meta["capture"].get("repeats", result["repeats"])
+        except WorkbenchError as e:
+            row["error"] = str(e)
+        result["captures"].append(row)
+    result["equality"] = equality(traces, cases)
+    if old.get("interleaved"):
+        result["interleaved"] = old["interleaved"]
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    out.with_suffix(".md").write_text(markdown(result))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
@@ -199,14 +237,21 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (0: none)")
     ap.add_argument("--no-nsys", action="store_true")
     ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting captures after this many seconds")
+    ap.add_argument("--shape", choices=("live", "phi4"), default="live",
+                    help="live: both cases at the decoder's size; phi4: the bucketing sweep at PHI4's size")
+    ap.add_argument("--from-traces", action="store_true",
+                    help="capture nothing: measure the stored traces of the plan (under --root) into OUT, "
+                         "keeping OUT.json's interleaved timing")
     args = ap.parse_args()
 
-    backends = ("torch",) + (() if args.no_nsys or not shutil.which("nsys") else ("nsys",))
+    backends = ("torch",) + (() if args.no_nsys or not (shutil.which("nsys") or args.from_traces) else ("nsys",))
     if args.device.startswith("cuda"):
         backends += ("cudagraph",)
-    cases = plan(args.prefix, args.small, backends)
+    cases = plan(args.prefix, args.small, backends, args.shape)
     result = {"prefix": args.prefix, "device": args.device, "repeats": args.repeats, "captures": [],
               "equality": [], "env": None}
+    if args.from_traces:
+        return remeasure(cases, args.root, args.out, result)
     traces, t0 = {}, time.monotonic()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for i, case in enumerate(cases):

@@ -104,10 +104,12 @@ def cmd_summary(args) -> int:
     df = cpu_columns(trace, summary(trace, by=args.by, layer_regex=args.layer_regex))
     if not args.json:
         from .textsafe import clean
-        from .trace.schema import work_units
+        from .trace.schema import graph_note, work_units
 
         print(f"# {clean(trace.label)}: {len(trace.kernels)} {work_units(trace.meta)}s, "
               f"{len(trace.ranges)} ranges, by {args.by}")
+        if graph_note(trace.meta):
+            print(f"# {graph_note(trace.meta)}")
     _print_table(df, args.json)
     return 0
 

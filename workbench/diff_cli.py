@@ -47,6 +47,7 @@ def run(args) -> int:
     from .textsafe import clean
     from .cli import apply_phase_args, import_options
     from .trace import open_trace
+    from .trace.schema import graph_note
 
     for gate in args.fail_if:  # a bad gate is refused before any trace is read
         parse_gate(gate)
@@ -60,19 +61,19 @@ def run(args) -> int:
     if args.json:
         sys.stdout.write(json.dumps(_json(d, sources), indent=1) + "\n")
     else:
-        _text(d, args.top, clean, _timing_text(d, a.meta, b.meta, sources))
+        _text(d, args.top, clean, _timing_text(d, a.meta, b.meta, sources), (graph_note(a.meta), graph_note(b.meta)))
     for f in failed:
         print(f"workbench: gate failed: {f}", file=sys.stderr)
     return 1 if failed else 0
 
 
-def _text(d, top: int, clean, timing: str) -> None:
+def _text(d, top: int, clean, timing: str, graphs: tuple) -> None:
     t = d.totals
     out = sys.stdout.write
-    out(f"A: {clean(d.a)}: {t['steps_a']} step(s), {num(t['kernels_per_step_a'])} kernels/step, "
-        f"{_us(t['gpu_time_per_step_ns_a'])} GPU time/step\n")
-    out(f"B: {clean(d.b)}: {t['steps_b']} step(s), {num(t['kernels_per_step_b'])} kernels/step, "
-        f"{_us(t['gpu_time_per_step_ns_b'])} GPU time/step\n")
+    for side, label, note in (("a", d.a, graphs[0]), ("b", d.b, graphs[1])):
+        out(f"{side.upper()}: {clean(label)}: {t['steps_' + side]} step(s), {num(t['kernels_per_step_' + side])} "
+            f"kernels/step, {_us(t['gpu_time_per_step_ns_' + side])} GPU time/step\n"
+            + (f"   {note}\n" if note else ""))
     out(f"kernels/step {num(t['kernels_per_step_a'])} -> {num(t['kernels_per_step_b'])}; "
         f"GPU time/step {_us(t['gpu_time_per_step_ns_a'])} -> {_us(t['gpu_time_per_step_ns_b'])}; "
         f"total kernels {t['kernels_a']} -> {t['kernels_b']}\n")
