@@ -18,11 +18,13 @@ $WB report h200-kvwrite-unfused-cudagraph-nsys h200-kvwrite-fused-cudagraph-nsys
     --title "KV write fusion under CUDA graphs (H200, Nsight Systems)" \
     -o reports/fusion-cudagraph.html --md reports/fusion-cudagraph.md
 
-# Case 2: KV cache bucketing at 512 cached rows (eager: per-layer attention ranges), plus the
-# sweep over context lengths (eager and CUDA-graph decode latency, attention time per layer).
-$WB report h200-cache-full-ctx512-eager-torch h200-cache-bucketed-ctx512-eager-torch \
-    --sweep benchmarks/results/h200_live.json \
-    --title "KV cache bucketing: full vs bucketed attention at 512 cached rows, and the context sweep (H200)" \
+# Case 2: KV cache bucketing at Phi-4-mini-like size (32 layers, 24 heads of 128, MLP 8192, vocab
+# 32064, bf16) under CUDA graphs, where the GPU decides the decode step: full vs bucketed at 2048
+# cached rows (per-layer attention from the graphs' capture-time ranges), plus the sweep over
+# 512, 2048 and 8192 cached rows (benchmarks/h200_graphs.sh).
+$WB report h200-phi4-cache-full-ctx2048-cudagraph-nsys h200-phi4-cache-bucketed-ctx2048-cudagraph-nsys \
+    --sweep benchmarks/results/h200_phi4.json \
+    --title "KV cache bucketing at Phi-4-mini-like size under CUDA graphs: full vs bucketed attention at 2048 cached rows, and the context sweep (H200)" \
     -o reports/bucketing.html --md reports/bucketing.md
 
 # A transformers model nobody here wrote: the hf workload at a Llama-3.2-1B shape, eager vs sdpa

@@ -4,6 +4,7 @@ gaps ("not run / remaining gaps") the report could not close, with the reason fo
 
 from __future__ import annotations
 
+from ..trace.schema import graph_counts, graph_note
 from .inputs import Input, Sweep
 from .model import Code, listing
 from .provenance import ENV_ITEMS, NOT_RECORDED, env_value, get
@@ -134,12 +135,10 @@ def gaps(inputs: list[Input], phases: list[dict], d, sweep: Sweep | None, corr_g
         if n:
             gaps.append([f"{inp.role} ", Code(inp.name), f": {n} {words.unit}(s) outside any range or without a launch "
                                                            "record (counted, not attributed to a layer)"])
-    for i in inputs:
-        graph = i.trace.columns("kernels", ["graph"])["graph"]
-        if len(graph) and bool(graph.any()):
-            gaps.append([f"{i.role} ", Code(i.name), f": {int(graph.sum())} kernel(s) launched from CUDA graphs, "
-                                                     "attributed through their graph launch (to the step, not to a "
-                                                     "layer)"])
+    for i in inputs:  # graph kernels not under their capture-time ranges (layers)
+        n, by_capture = graph_counts(i.meta)
+        if by_capture < n:
+            gaps.append([f"{i.role} ", Code(i.name), f": {graph_note(i.meta)}"])
     if d.common == 0:
         gaps.append(["base and fix share no range path: no per-range comparison possible"])
     if sweep is not None:

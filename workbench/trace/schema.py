@@ -174,16 +174,22 @@ def work_units(meta: dict) -> str:
     return str(source.get("work_units") or "kernel")
 
 
+def graph_counts(meta: dict) -> tuple[int, int]:
+    """A trace's CUDA-graph kernels, and how many of them are under the ranges open when
+    their graph was captured, from its manifest."""
+    totals = meta.get("attribution") if isinstance(meta, dict) else None
+    n = sum(int(v.get("graph_kernels", 0)) for v in totals.values() if isinstance(v, dict)) if isinstance(totals, dict) else 0
+    found = meta.get("graph_kernels") if isinstance(meta, dict) else None
+    return n, min(n, int(found.get("by_capture", 0)) if isinstance(found, dict) else 0)
+
+
 def graph_note(meta: dict) -> str | None:
     """How a trace's CUDA-graph kernels were attributed, in a line (None: it has none): under
     the ranges open when their graph was captured (``meta["graph_kernels"]``, see
     ``build/graph_ranges.py``), or only under the range around the graph launch, and why."""
-    totals = meta.get("attribution") if isinstance(meta, dict) else None
-    n = sum(int(v.get("graph_kernels", 0)) for v in totals.values() if isinstance(v, dict)) if isinstance(totals, dict) else 0
+    n, by_capture = graph_counts(meta)
     if not n:
         return None
-    found = meta.get("graph_kernels")
-    by_capture = int(found.get("by_capture", 0)) if isinstance(found, dict) else 0
     if by_capture >= n:
         return f"{n} CUDA-graph kernels, each under the ranges open when its graph was captured"
     fmt = str(meta.get("source", {}).get("format", "")) if isinstance(meta.get("source"), dict) else ""
