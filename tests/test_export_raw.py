@@ -21,12 +21,13 @@ import pytest
 
 import workbench as wb
 from workbench.trace.chrome import write_chrome
+from workbench.trace.schema import graph_note
 from workbench.trace.store import content_hash
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"
-# Eager nsys (driver and runtime launches), CUDA-graph nsys (graph kernels and copies), eager
-# torch.profiler (Kineto's own clock, epoch-sized microseconds).
-ROUND_TRIP = ["h200-kvwrite-unfused-eager-nsys", "h200-kvwrite-fused-cudagraph-nsys", "h200-kvwrite-fused-eager-torch"]
+# Eager nsys (driver and runtime launches), CUDA-graph torch.profiler (graph kernels and
+# copies), eager torch.profiler (Kineto's own clock, epoch-sized microseconds).
+ROUND_TRIP = ["h200-kvwrite-unfused-eager-nsys", "h200-kvwrite-fused-cudagraph-torch", "h200-kvwrite-fused-eager-torch"]
 SMALL = "h200-kvwrite-fused-eager-torch"
 KERNEL_COLS = ["name", "start", "end", "device", "stream", "correlation", "graph", "launch_tid", "launch_start",
                "launch_end", "launch_api", "range_id"]
@@ -73,6 +74,23 @@ def test_export_imports_again_as_the_same_trace(name, tmp_path):
     _same_trace(t, wb.import_file(out))
 
 
+def test_graph_kernels_under_their_capture_ranges_export_under_their_launch(tmp_path):
+    # The format has no graph nodes: the export is what Kineto would have recorded, the
+    # ranges replayed from the graph's capture left out and its kernels under the step.
+    t = wb.open_trace(TRACES / "h200-kvwrite-fused-cudagraph-nsys")
+    assert t.meta["graph_kernels"]["by_capture"] == 369
+    u = wb.import_file(wb.export_chrome(t, tmp_path / "graph.json"))
+    for col in KERNEL_COLS[:-1]:
+        assert (u.kernels[col].astype(str).to_numpy() == t.kernels[col].astype(str).to_numpy()).all(), col
+    replayed = t.ranges["path"].str.match(r"step_\d+/").to_numpy()  # layer ranges below a step: replayed
+    assert replayed.sum() == 3 * (8 * 5 + 1)  # per step: 8 layers and their 4 regions, lm_head
+    assert sorted(u.ranges["path"]) == sorted(t.ranges["path"][~replayed])
+    graph = u.kernels["graph"].to_numpy()
+    steps = u.ranges["name"].to_numpy()[u.kernels["range_id"].to_numpy()[graph]]
+    assert set(steps) == {"step_0", "step_1", "step_2"} and graph.sum() == 369
+    assert "only under the range around their graph launch" in graph_note(u.meta)
+
+
 def test_the_file_is_chrome_trace_json_as_kineto_writes_it(tmp_path):
     t = wb.open_trace(TRACES / "h200-kvwrite-fused-cudagraph-nsys")
     path, count = write_chrome(t, tmp_path / "graph.json")
@@ -85,7 +103,7 @@ def test_the_file_is_chrome_trace_json_as_kineto_writes_it(tmp_path):
     assert not re.search(r'"(ts|dur)":-?\d+(,|\.\d{0,2}[,}]|\.\d{4})', text)  # always three decimals
     by_cat = pd.Series([e["cat"] for e in complete]).value_counts().to_dict()
     assert by_cat["kernel"] == t.rows("kernels")
-    assert by_cat.get("user_annotation", 0) == t.rows("ranges")
+    assert by_cat.get("user_annotation", 0) == t.rows("ranges") - 3 * (8 * 5 + 1)  # less the replayed ones
     assert by_cat["cuda_runtime"] + by_cat["cuda_driver"] == t.rows("api")
     assert by_cat["gpu_memcpy"] == t.rows("memcpy")
 

@@ -109,17 +109,18 @@ def test_time_gate_fails_only_when_b_is_significantly_and_sizably_slower(capsys)
     assert re.fullmatch(r"decode_step: [\d.]+ ms -> [\d.]+ ms, [\d.]+x \(95% CI ([\d.]+)-[\d.]+x; limit \+5%\)", msg)
     assert float(re.search(r"CI ([\d.]+)-", msg).group(1)) > 1.05
     # The same pair the other way round: B faster, the gate passes.
-    assert run(capsys, "diff", UNFUSED_GRAPH, FUSED_GRAPH, "--fail-if", "decode_step>5%", "--fail-if", "prefill>0%")[0] == 0
+    assert run(capsys, "diff", UNFUSED_GRAPH, FUSED_GRAPH, "--fail-if", "decode_step>5%")[0] == 0
     # Same variant, two captures: a prefill interval holding 1 passes even a 0% limit, and a
     # decode step about 1% slower passes a 5% one.
     assert run(capsys, "diff", EAGER_NSYS, EAGER_TORCH, "--fail-if", "decode_step>5%", "--fail-if", "prefill>0%")[0] == 0
-    # A limit above the change passes: the ratio must exceed 1 + N% as well.
-    c = _timing(FUSED_GRAPH, UNFUSED_GRAPH)["prefill_ms"]
+    # A limit above the change passes: the ratio must exceed 1 + N% as well. (In these captures
+    # the fused engine's prefill is a few percent slower, its interval above 1.)
+    c = _timing(UNFUSED_GRAPH, FUSED_GRAPH)["prefill_ms"]
     assert c.ci_low > 1.0
     above = f"prefill>{(c.ratio - 1) * 100 + 1:.0f}%"
     below = f"prefill>{max(0.0, (c.ratio - 1) * 100 - 1):.0f}%"
-    assert run(capsys, "diff", FUSED_GRAPH, UNFUSED_GRAPH, "--fail-if", above)[0] == 0
-    assert run(capsys, "diff", FUSED_GRAPH, UNFUSED_GRAPH, "--fail-if", below)[0] == 1
+    assert run(capsys, "diff", UNFUSED_GRAPH, FUSED_GRAPH, "--fail-if", above)[0] == 0
+    assert run(capsys, "diff", UNFUSED_GRAPH, FUSED_GRAPH, "--fail-if", below)[0] == 1
 
 
 def test_time_gates_refuse_what_they_cannot_check(capsys):

@@ -5,7 +5,9 @@ Kernels are complete (``X``) events on a process per device (``GPU 0``) and a th
 stream, with Kineto's ``ac2g`` flow from the API call that launched each one; ranges and API
 calls are on their own process and thread; memory copies and sets on their stream. The
 categories and args are Kineto's, so the file imports again with the same kernels, ranges and
-per-range attribution. Times stay on the source's clock: integer nanoseconds written as
+per-range attribution. Except for CUDA-graph kernels an nsys capture put under the ranges open
+at their graph's capture: the format has no graph nodes, so they are written as Kineto records
+them, under their graph launch, and the ranges replayed for them are left out. Times stay on the source's clock: integer nanoseconds written as
 microseconds with three decimals, digit for digit (no float in between).
 
 The events are formatted a chunk of rows at a time, by Arrow's string kernels from the
@@ -26,6 +28,7 @@ import orjson
 import pandas as pd
 
 from ..errors import WorkbenchError
+from .build.graph_ranges import replayed_ranges
 from .schema import Trace
 
 # Rows formatted at a time: large enough that Arrow's per-call overhead vanishes, small enough
@@ -303,7 +306,8 @@ def _write_tables(trace: Trace, out: _Events, is_op: np.ndarray, shift: int) -> 
             out.write_rows(_CPU_OP, rows, k.names)
     del k
     r = _Table(trace, "ranges", ["name", "start", "end", "pid", "tid"])
-    for rows in r.chunks():
+    replayed = replayed_ranges(trace)
+    for rows in r.chunks(~replayed if replayed.any() else None):
         out.write_rows(_RANGE, rows, r.names)
     del r
     a = _Table(trace, "api", ["name", "kind", "start", "end", "pid", "tid", "correlation"],

@@ -167,3 +167,17 @@ def _replayed(launch: np.ndarray, chain: np.ndarray, kernel: np.ndarray, chains:
         "id": np.arange(n, n + len(r), dtype=np.int64), "parent": up, "depth": d,
     })
     return added, leaf
+
+
+def replayed_ranges(trace) -> np.ndarray:
+    """Which of a finished trace's ranges were added here (a graph's capture-time ranges
+    re-rooted under a launch): exactly those spanning a graph kernel's launch call on its
+    thread, to the nanosecond, as no range a program opens does."""
+    r = trace.columns("ranges", ["pid", "tid", "start", "end"])
+    k = trace.columns("kernels", ["graph", "pid", "launch_tid", "launch_start", "launch_end"])
+    k = k[k["graph"].to_numpy()]
+    if not len(r) or not len(k):
+        return np.zeros(len(r), dtype=bool)
+    keys = ["pid", "tid", "start", "end"]
+    launches = pd.MultiIndex.from_frame(k.drop(columns="graph").set_axis(keys, axis=1).drop_duplicates())
+    return pd.MultiIndex.from_frame(r[keys]).isin(launches)
