@@ -81,6 +81,7 @@ def measure(trace) -> dict:
     region = path.str.rsplit("/", n=1).str[-1]
     kv = by_path[region == "kv_write"]["kernels"]
     att = by_path[region == "attention"]["gpu_time_ns"]
+    att_kernels = by_path[region == "attention"]["kernels"]
     steps = analysis.summary(trace, by="step")
     # Decode steps only: not the graph capture before them, nor any prefill inside the window.
     steps = steps[~steps["step"].isin([NO_STEP, PHASES[PREFILL]])]
@@ -97,6 +98,8 @@ def measure(trace) -> dict:
         "kv_write_kernels_per_layer": sorted(set(int(k) for k in kv)),
         "kv_write_instances": int(len(kv)),
         "attention_gpu_us_per_layer": round(float(att.mean()) / 1e3, 3) if len(att) else None,
+        # Per recorded (step, layer): kernels in attention.
+        "attention_kernels_per_layer": sorted(set(int(k) for k in att_kernels)),
         "kernels_per_step": sorted(set(int(k) for k in steps["kernels"])),
         # Sum of kernel durations per step: the GPU's work, free of the host's launch noise.
         "gpu_us_per_step": round(float(steps["gpu_time_ns"].mean()) / 1e3, 2),
@@ -172,15 +175,16 @@ def markdown(result: dict) -> str:
     layers = {r["measured"]["variant"]["layers"] for r in rows if "measured" in r and r["group"] != "fusion"}
     lines += ["", "## Case 2: full vs bucketed attention (kv_write fused, 10368-row allocation"
               + (f", {', '.join(map(str, sorted(layers)))} layers" if layers else "") + ")", "",
-              "| ctx | cache_rows | engine | backend | prefill ms | decode step ms | GPU us per step | attention GPU us/layer |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| ctx | cache_rows | engine | backend | prefill ms | decode step ms | GPU us per step | attention GPU us/layer "
+              "| attention kernels/layer |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["group"] == "fusion" or "error" in r:
             continue
         m = r["measured"]
         att = "-" if m["attention_gpu_us_per_layer"] is None else f"{m['attention_gpu_us_per_layer']:.1f}"
         lines.append(f"| {m['variant']['ctx']} | {m['variant']['cache_rows']} | {m['engine']} | {m['backend']} | "
-                     f"{_ms(m['prefill_ms'])} | {_ms(m['decode_step_ms'])} | {m['gpu_us_per_step']:.1f} | {att} |")
+                     f"{_ms(m['prefill_ms'])} | {_ms(m['decode_step_ms'])} | {m['gpu_us_per_step']:.1f} | {att} | "
+                     f"{', '.join(map(str, m.get('attention_kernels_per_layer') or [])) or '-'} |")
     lines += ["", "## Outputs", "", "| group | trace | max abs logit diff | tolerance | tokens equal |",
               "|---|---|---|---|---|"]
     for e in result["equality"]:
