@@ -1,7 +1,9 @@
 """What a report calls the work it counts, chosen once from the traces' own record.
 
 A GPU capture's kernel table holds kernels, timed on the device; a CPU-only capture's holds its
-top-level CPU ops (``source.work_units == "cpu_op"``), timed on threads. Every heading, row
+top-level CPU ops (``source.work_units == "cpu_op"``), timed on threads; a TensorRT engine's
+profile holds its layers (``trt_layer``), each timed by trtexec's per-layer profile on a
+timeline of one average inference, so not device work this report can find busy. Every heading, row
 label, note and figure caption of a report takes its words from :func:`words`, so a CPU trace is
 never described as GPU work, and only device work gets a busy fraction.
 """
@@ -37,7 +39,8 @@ class Words:
 
 GPU = Words("kernel", "kernels", "kernel launches", "GPU time", "stream", True)
 CPU = Words("CPU op", "CPU ops", "CPU ops", "CPU op time", "thread", False)
-_BY_UNIT = {"kernel": GPU, "cpu_op": CPU}
+TRT_LAYER = Words("layer", "layers", "layers", "layer time (profile)", "thread", False)
+_BY_UNIT = {"kernel": GPU, "cpu_op": CPU, "trt_layer": TRT_LAYER}
 
 
 def trace_words(meta: dict) -> Words:

@@ -1,5 +1,7 @@
 """The readers, one per source format, and the choice among them by content (gzip, SQLite
-and JSON magic), not by file extension. Each reader is ``read(path, options) -> RawTables``."""
+and JSON magic), not by file extension; a trtexec engine's layer information is also known by
+its name (``X.graph.json``, or a folder holding one). Each reader is ``read(path, options) ->
+RawTables``."""
 
 from __future__ import annotations
 
@@ -27,10 +29,15 @@ def _head(path: Path, n: int = 64) -> bytes:
 
 
 def sniff(path: str | os.PathLike) -> str:
-    """``"nsys-sqlite"``, ``"nsys-rep"`` or ``"kineto"``; raises for anything else."""
+    """``"nsys-sqlite"``, ``"nsys-rep"``, ``"kineto"`` or ``"trtexec"``; raises for anything else."""
     path = Path(path)
     if path.is_dir():
-        raise WorkbenchError(path, "is a directory but not a trace directory (no manifest.json)")
+        from .trtexec.files import graph_files
+
+        if graph_files(path):
+            return "trtexec"
+        raise WorkbenchError(path, "is a directory but neither a stored trace (no manifest.json) nor trtexec "
+                                   "engine artifacts (no *.graph.json)")
     if not path.exists():
         raise WorkbenchError(path, "no such file or stored trace")
     try:
@@ -47,8 +54,12 @@ def sniff(path: str | os.PathLike) -> str:
         return "nsys-rep"
     stripped = head.lstrip(b" \t\r\n\xef\xbb\xbf")
     if stripped[:1] in (b"{", b"["):
+        # trtexec's layer information: {"Layers": [...], "Bindings": [...]}.
+        if path.name.endswith(".graph.json") or stripped[1:].lstrip(b" \t\r\n").startswith(b'"Layers"'):
+            return "trtexec"
         return "kineto"
-    raise TraceFormatError(path, "not a trace: expected an Nsight Systems SQLite export, an .nsys-rep, or torch.profiler JSON")
+    raise TraceFormatError(path, "not a trace: expected an Nsight Systems SQLite export, an .nsys-rep, torch.profiler "
+                                 "JSON, or trtexec layer information (.graph.json)")
 
 
 def read(path: Path, options: ImportOptions = DEFAULT) -> RawTables:
@@ -58,6 +69,10 @@ def read(path: Path, options: ImportOptions = DEFAULT) -> RawTables:
         from . import kineto
 
         return kineto.read(path, options)
+    if kind == "trtexec":
+        from . import trtexec
+
+        return trtexec.read(path, options)
     from . import nsys
 
     return nsys.read(path, options, rep=kind == "nsys-rep")
