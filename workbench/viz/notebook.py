@@ -214,11 +214,13 @@ def _record(rec: dict) -> dict | None:
             "max_ms": float(hi) if isinstance(hi, (int, float)) else float(med), "_variant": nested}
 
 
-def load_sweep(path=None) -> pd.DataFrame | None:
+def load_sweep(path=None, *, name: str = "h200_live.json") -> pd.DataFrame | None:
     """The decode-latency sweep (context, variant, median_ms, min_ms, max_ms), from ``path`` or
-    ``benchmarks/results/h200_live.json`` beside the traces, or None when there is none. A
-    campaign file's frame names, in ``attrs["workload"]``, the workload its traces were
-    captured from (what :func:`workbench.viz.sweep` colours its series by).
+    ``benchmarks/results/<name>`` beside the traces (``name="h200_phi4.json"``: the sweep at
+    Phi-4-mini-like size), or None when there is none. A campaign file's frame names, in
+    ``attrs["workload"]``, the workload its traces were captured from (what
+    :func:`workbench.viz.sweep` colours its series by), and has a column
+    ``attention_gpu_us_per_layer`` where its captures measured attention per layer.
 
     Accepts a list of records or an object with ``results``/``rows``/``records``/``sweep``;
     field names are matched loosely (``ctx``/``context``, ``variant``/``series``/``mode``,
@@ -226,9 +228,9 @@ def load_sweep(path=None) -> pd.DataFrame | None:
     given as a dict of settings is labelled by the settings that differ between points.
     """
     if path is None:
-        cands = [traces_root().parent / "benchmarks" / "results" / "h200_live.json",
-                 Path("..") / "benchmarks" / "results" / "h200_live.json",
-                 _repo_root() / "benchmarks" / "results" / "h200_live.json"]
+        cands = [traces_root().parent / "benchmarks" / "results" / name,
+                 Path("..") / "benchmarks" / "results" / name,
+                 _repo_root() / "benchmarks" / "results" / name]
         path = next((c for c in cands if c.is_file()), None)
         if path is None:
             return None
@@ -256,9 +258,10 @@ def load_sweep(path=None) -> pd.DataFrame | None:
 
 def _campaign(captures: list) -> pd.DataFrame | None:
     """``benchmarks/live_campaign.py`` results: the captures of the groups that make a sweep
-    (see :func:`_swept`), decode-step time median/min/max per (context, variant, engine), the
-    variant labelled by :func:`_labels`; the torch.profiler capture's timing is taken over the
-    nsys one when both exist."""
+    (see :func:`_swept`), decode-step time median/min/max per (context, variant, engine) and
+    attention's GPU time per layer (us) where measured, the variant labelled by
+    :func:`_labels`; the torch.profiler capture's timing is taken over the nsys one when both
+    exist."""
     kept = []
     for c in captures:
         m = c.get("measured") if isinstance(c, dict) else None
@@ -272,15 +275,23 @@ def _campaign(captures: list) -> pd.DataFrame | None:
     rows = [{"context": int(_first(v, _X)), "variant": label, "engine": str(m.get("engine", "")),
              "backend": str(m.get("backend", "")), "median_ms": float(t["median"]),
              "min_ms": float(t.get("min", t["median"])), "max_ms": float(t.get("max", t["median"])),
-             "trace": str(m.get("trace", c.get("name", "")))}
+             "trace": str(m.get("trace", c.get("name", ""))),
+             "attention_gpu_us_per_layer": _number(m.get("attention_gpu_us_per_layer"))}
             for (_, c, m, v, t), label in zip(kept, _labels([k[3] for k in kept]))]
     if not rows:
         return None
     df = pd.DataFrame(rows)
+    if df["attention_gpu_us_per_layer"].isna().all():  # no capture measured it
+        df = df.drop(columns="attention_gpu_us_per_layer")
     df["_rank"] = (df["backend"] != "torch").astype(int)
     df = df.sort_values(["variant", "engine", "context", "_rank"], kind="stable")
     df = df.drop_duplicates(["variant", "engine", "context"], keep="first").drop(columns="_rank")
     return df.reset_index(drop=True)
+
+
+def _number(x) -> float:
+    """``x`` as a float; NaN where it is no number (None: not measured)."""
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else float("nan")
 
 
 def _swept(points: list[tuple[str, int]]) -> set[str]:
