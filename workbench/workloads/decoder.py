@@ -206,8 +206,9 @@ PRESENTATION = Presentation(
     colors={"qkv": "#9467bd", "kv_write": "#d62728", "attention": "#1f77b4", "mlp": "#2ca02c",
             "lm_head": "#8c564b",
             "unfused": "#ff7f0e", "bucketed": "#1f77b4", "fused": "#2ca02c", "full": "#d62728"},
-    # The fusion case, eager engine: under CUDA-graph replay kernels are not launched inside
-    # layer ranges, torch.compile re-fuses the aten ops, and bucketed captures differ in attention.
+    # The fusion case, eager engine: a torch.profiler capture under CUDA graphs keeps replayed
+    # kernels under the step alone, torch.compile re-fuses the aten ops, and bucketed captures
+    # differ in attention.
     default_pair=PairSpec("unfused", "fused", tokens=("kvwrite",), exclude=("bucketed", "cudagraph", "compile"),
                           prefer=("nsys", "eager")),
 )
