@@ -32,7 +32,7 @@ from ..trace.schema import Trace, work_units
 from .alignment import Alignment, align
 from .projection import NO_LAUNCH, NO_RANGE, project
 from .stats import Comparison, compare_timing
-from .steps import DECODE, PHASES, PREFILL, step_parts, trace_steps_info
+from .steps import DECODE, NO_STEP, PHASES, PREFILL, step_parts, trace_steps_info
 
 
 @dataclass
@@ -176,6 +176,7 @@ def _side(trace: Trace, step_regex: str | None, layer_regex: str | None) -> _Sid
     replaced by ``prefill``. Made once per range that launched kernels (its path and its step
     are one) and spread as codes: a million kernels make no strings."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     p = project(trace, layer_regex)
     rid = p["range_id"].to_numpy()
@@ -198,6 +199,15 @@ def _side(trace: Trace, step_regex: str | None, layer_regex: str | None) -> _Sid
     # given to pa.chunked_array would convert row by row.
     paths = pa.concat_arrays([*getattr(shown_paths, "chunks", [shown_paths]), pa.array(labels, pa.large_string())])
     codes, keys = step_free(paths, level > 0, level - 1, renamed)
+    # A range outside every step whose step-free path is a decode range's (a warm-up's
+    # `layer_00/mm` beside `step_0/layer_00/mm`, the graph replaying it) keeps a key of its
+    # own, so it is not counted as decode work: "(no step)/" and its path.
+    decode_keys = np.bincount(codes[phase == DECODE], minlength=len(keys)) > 0
+    clash = (phase != DECODE) & (phase != PREFILL) & decode_keys[codes]
+    if clash.any():
+        prefixed = pc.binary_join_element_wise(pa.scalar(NO_STEP, pa.large_string()), paths,
+                                               pa.scalar("/", pa.large_string()))
+        codes, keys = step_free(pc.if_else(pa.array(clash), prefixed, paths), level > 0, level - 1, renamed)
     key_phase = np.zeros(len(keys), dtype=np.int8)
     key_phase[codes] = phase
     key_r = np.zeros(len(r), dtype=np.int64)
