@@ -8,6 +8,7 @@ Public API (imported lazily, so ``workbench summary`` starts fast)::
     wb.project(t)                                      # every kernel with its innermost range
     t.sql("select range, count(*) from projected group by 1")
     wb.diff(a, b)                                      # per-range / per-layer diff, aligned kernels
+    wb.engine_diff(fp32, fp16)                         # two TensorRT engines (trtexec), layer by layer
     wb.capture("decoder", variant={"kv_write": "fused"})
     wb.capture_command(["python", "model.py"], backend="torch")   # any program, recorded
     with wb.record("my-trace"): model(x)               # a notebook block, recorded and stored
@@ -36,6 +37,9 @@ _API = {
     "summary": "workbench.analysis",
     "launches_per_step": "workbench.analysis",
     "diff": "workbench.analysis",
+    "engine_diff": "workbench.analysis.engine_diff",
+    "engine_layers": "workbench.analysis.trt_layers",
+    "layer_kernels": "workbench.analysis.trt_layers",
     "capture": "workbench.capturing",
     "capture_command": "workbench.capturing.command",
     "profile_call": "workbench.capturing.calls",

@@ -98,13 +98,21 @@ def _default_name(src: str) -> str:
 def cmd_summary(args) -> int:
     from .analysis import summary
     from .trace import open_trace
+    from .trace.schema import work_units
 
     trace = open_trace(args.trace, args.root, import_options(args))
+    if args.by == "kernel" and work_units(trace.meta) == "trt_layer":
+        # An empty or per-layer table here would read as "no kernels ran"; exit 2 says the
+        # question does not fit this trace.
+        from .errors import WorkbenchError
+
+        raise WorkbenchError(trace.label, "has no kernels: a TensorRT profile times each engine layer, not its "
+                                          "kernels; use --by range (or layer, path)")
     apply_phase_args(trace, args)
     df = cpu_columns(trace, summary(trace, by=args.by, layer_regex=args.layer_regex))
     if not args.json:
         from .textsafe import clean
-        from .trace.schema import graph_note, work_units
+        from .trace.schema import graph_note
 
         print(f"# {clean(trace.label)}: {len(trace.kernels)} {work_units(trace.meta)}s, "
               f"{len(trace.ranges)} ranges, by {args.by}")

@@ -4,7 +4,11 @@ confidence intervals, CI gates.
 ``--json`` prints one object: ``a``, ``b`` (the traces' labels), ``ranges`` (per-range rows,
 with each range's aligned kernels), ``timing`` (one object per phase both traces timed: a
 ``stats.Comparison`` plus ``unit`` and where each side's samples came from), ``totals`` and
-``steps``."""
+``steps``.
+
+Two TensorRT engines imported from trtexec are compared layer by layer instead
+(``analysis.engine_diff``): ``--json`` then prints ``a``, ``b``, ``layers`` (one row per matched
+pair or unmatched layer), ``totals`` and ``timing``."""
 
 from __future__ import annotations
 
@@ -47,7 +51,7 @@ def run(args) -> int:
     from .textsafe import clean
     from .cli import apply_phase_args, import_options
     from .trace import open_trace
-    from .trace.schema import graph_note
+    from .trace.schema import graph_note, work_units
 
     for gate in args.fail_if:  # a bad gate is refused before any trace is read
         parse_gate(gate)
@@ -58,8 +62,16 @@ def run(args) -> int:
     d = diff(a, b, layer_regex=args.layer_regex)
     failed = check_gates(d, args.fail_if)
     sources = samples_source(a.meta), samples_source(b.meta)
+    engines = None
+    if all(work_units(t.meta) == "trt_layer" for t in (a, b)):
+        from .analysis.engine_diff import engine_diff
+
+        engines = engine_diff(a, b)
     if args.json:
-        sys.stdout.write(json.dumps(_json(d, sources), indent=1) + "\n")
+        out = _json(d, sources) if engines is None else {**engines.to_dict(), "timing": _timing_json(d, sources)}
+        sys.stdout.write(json.dumps(_finite(out), indent=1) + "\n")
+    elif engines is not None:
+        _engine_text(engines, (a.meta, b.meta), args.top, clean, _timing_text(d, a.meta, b.meta, sources))
     else:
         _text(d, args.top, clean, _timing_text(d, a.meta, b.meta, sources), (graph_note(a.meta), graph_note(b.meta)))
     for f in failed:
@@ -108,6 +120,44 @@ def _text(d, top: int, clean, timing: str, graphs: tuple) -> None:
                 out(f"  ... {len(rows) - top} more\n")
 
 
+def _engine_text(e, metas: tuple[dict, dict], top: int, clean, timing: str) -> None:
+    """Two TensorRT engines, layer by layer: totals, the changed layers (largest time change
+    first), the layers only one engine has."""
+    t, out = e.totals, sys.stdout.write
+    for side, label, meta in (("a", e.a, metas[0]), ("b", e.b, metas[1])):
+        precisions = ", ".join(f"{k} {v}" for k, v in t[f"precisions_{side}"].items())
+        out(f"{side.upper()}: {clean(label)}: TensorRT engine, {t['layers_' + side]} layers ({precisions}), "
+            f"{ms(t['total_ms_' + side])} ms summed over its layers' profile (over "
+            f"{meta.get('tensorrt', {}).get('count', '?')} profiled iteration(s))\n")
+    out(timing)
+    out(f"\nlayers: {t['matched_by_name']} matched by name, {t['matched_by_position']} by position and type "
+        f"(fused differently); {t['only_a']} only in A, {t['only_b']} only in B\n"
+        f"reformat layers {t['reformat_layers_a']} ({ms(t['reformat_ms_a'])} ms) -> {t['reformat_layers_b']} "
+        f"({ms(t['reformat_ms_b'])} ms); no-op layers {t['noop_layers_a']} -> {t['noop_layers_b']}\n"
+        f"changed: precision {t['precision_changed']}, time {t['time_changed']}, type {t['type_changed']}, "
+        f"fused {t['fused_changed']}\n")
+    matched = e.changed()
+    matched = matched[matched["match"].isin(("name", "position"))]
+    if len(matched):
+        out(f"\nchanged layers ({len(matched)}), largest time change first:\n")
+        for r in matched.head(top).itertuples():
+            name = clean(r.name_a) if r.name_a == r.name_b else f"{clean(r.name_a)} -> {clean(r.name_b)}"
+            kind = r.type_a if r.type_a == r.type_b else f"{r.type_a} -> {r.type_b}"
+            prec = r.precision_a if r.precision_a == r.precision_b else f"{r.precision_a} -> {r.precision_b}"
+            out(f"  {name} [{clean(kind)}, {clean(prec)}]: {ms(r.avg_ms_a)} ms -> {ms(r.avg_ms_b)} ms ({r.change})\n")
+        if len(matched) > top:
+            out(f"  ... {len(matched) - top} more\n")
+    for side, label in (("a", "only in A"), ("b", "only in B")):
+        rows = e.only(side)
+        if len(rows):
+            out(f"\n{label} ({len(rows)}):\n")
+            for r in rows.head(top).itertuples():
+                out(f"  {clean(getattr(r, 'name_' + side))} [{clean(getattr(r, 'type_' + side))}, "
+                    f"{clean(getattr(r, 'precision_' + side))}]: {ms(getattr(r, 'avg_ms_' + side))} ms\n")
+            if len(rows) > top:
+                out(f"  ... {len(rows) - top} more\n")
+
+
 def samples_source(meta: dict) -> str:
     """Where ``stats.timed_samples`` takes a trace's samples from: ``timing_bench`` (an
     interleaved ``workbench bench --store``) when the manifest holds it, else ``timing``."""
@@ -145,9 +195,12 @@ def _json(d, sources: tuple[str, str]) -> dict:
     from .cli import _records
     import pandas as pd
 
-    timing = [{**c.as_dict(), "unit": "ms", "samples_a": sources[0], "samples_b": sources[1]} for c in d.timing]
-    return {"a": d.a, "b": d.b, "ranges": _records(pd.DataFrame(d.to_rows())), "timing": _finite(timing),
+    return {"a": d.a, "b": d.b, "ranges": _records(pd.DataFrame(d.to_rows())), "timing": _timing_json(d, sources),
             "totals": _finite(d.totals), "steps": _finite(d.steps)}
+
+
+def _timing_json(d, sources: tuple[str, str]) -> list:
+    return _finite([{**c.as_dict(), "unit": "ms", "samples_a": sources[0], "samples_b": sources[1]} for c in d.timing])
 
 
 def _finite(value):
