@@ -81,6 +81,21 @@ def test_graph_file_and_folder_give_the_same_trace():
         assert a.tables[table].equals(b.tables[table])
 
 
+def test_a_layer_the_profile_does_not_time(tmp_path):
+    folder = tmp_path / "engine"
+    shutil.copytree(FP16, folder)
+    doc = json.loads((folder / "engine.profile.json").read_text())
+    dropped = doc.pop(5)["name"]  # a no-op reformat after Conv_3 + Relu_4
+    (folder / "engine.profile.json").write_text(json.dumps(doc))
+    t = wb.import_file(folder)
+    assert (len(t.ranges), len(t.kernels)) == (36, 35)
+    assert t.meta["tensorrt"]["unprofiled_layers"] == 1
+    order = t.ranges.sort_values("start")["name"].astype(str).tolist()
+    assert order[order.index(dropped) - 1] == "Conv_3 + Relu_4"
+    assert int(t.ranges.loc[t.ranges["name"] == dropped, "kernels"].iloc[0]) == 0
+    assert [layer["profiled"] for layer in t.meta["tensorrt"]["layers"]].count(False) == 1
+
+
 def test_layer_attributes_kept(engines):
     _, fp16 = engines
     layers = {layer["name"]: layer for layer in fp16.meta["tensorrt"]["layers"]}
