@@ -15,6 +15,9 @@ Public API (imported lazily, so ``workbench summary`` starts fast)::
     wb.profile_call(model, x, name="eager", repeats=10)  # timed, checked, recorded
     with wb.annotate_modules(hf_model): ...            # a range per layer / attention / MLP call
     wb.report(base, fix, html="report.html", md="report.md")
+    ts = wb.import_set("tp4", ["rank*.json.gz"])       # a trace set: one member per rank (or run)
+    ts = wb.open_set("tp4", executor="ray")            # per-member work on a process pool or Ray
+    ts.summary(by="rank,layer"); ts.stragglers(); ts.sql("select rank, count(*) from kernels group by 1")
 """
 
 from __future__ import annotations
@@ -52,6 +55,10 @@ _API = {
     "annotate_modules": "workbench.module_ranges",
     "report": "workbench.reporting",
     "WorkbenchError": "workbench.errors",
+    "open_set": "workbench.trace_set",
+    "import_set": "workbench.trace_set",
+    "TraceSet": "workbench.trace_set",
+    "Executor": "workbench.executors",
 }
 
 __all__ = sorted(_API)

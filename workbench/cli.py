@@ -71,8 +71,11 @@ def apply_phase_args(trace, args) -> None:
 
 
 def cmd_import(args) -> int:
+    from .sets_cli import maybe_import
     from .trace import import_file, save
 
+    if (done := maybe_import(args, import_options(args))) is not None:  # import --set NAME FILES...
+        return done
     trace = import_file(args.src, import_options(args))
     apply_phase_args(trace, args)
     name = args.name or _default_name(args.src)
@@ -97,9 +100,12 @@ def _default_name(src: str) -> str:
 
 def cmd_summary(args) -> int:
     from .analysis import summary
+    from .sets_cli import maybe_summary
     from .trace import open_trace
     from .trace.schema import work_units
 
+    if (done := maybe_summary(args, _print_table, cpu_columns)) is not None:  # a trace set
+        return done
     trace = open_trace(args.trace, args.root, import_options(args))
     if args.by == "kernel" and work_units(trace.meta) == "trt_layer":
         # An empty or per-layer table here would read as "no kernels ran"; exit 2 says the
@@ -138,8 +144,11 @@ def cpu_columns(trace, df):
 
 def cmd_sql(args) -> int:
     from .analysis import project
+    from .sets_cli import maybe_sql
     from .trace import open_trace
 
+    if (done := maybe_sql(args, _print_table)) is not None:  # a trace set
+        return done
     trace = open_trace(args.trace, args.root, import_options(args))
     apply_phase_args(trace, args)
     project(trace, args.layer_regex)
@@ -149,13 +158,18 @@ def cmd_sql(args) -> int:
 
 def cmd_list(args) -> int:
     from .trace import list_traces
+    from .trace.store.sets import list_sets
 
     for name in list_traces(args.root):
         print(name)
+    for name in list_sets(args.root):
+        print(f"{name} (trace set)")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .sets_cli import GROUPINGS, add_executor_args, add_import_args
+
     p = argparse.ArgumentParser(prog="workbench", description="GPU performance workbench for LLM inference engines")
     p.add_argument("--root", default=None, help="trace store directory (default: $WORKBENCH_TRACES or ./traces)")
     p.add_argument("--threads", type=_positive_int, default=None,
@@ -164,19 +178,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("import", help="import a capture (nsys .sqlite/.nsys-rep, torch.profiler .json[.gz]) into the store")
     s.add_argument("src")
+    s.add_argument("more", nargs="*", help="more captures, with --set")
     s.add_argument("--name", help="stored trace name (default: from the file name)")
     s.add_argument("--force", action="store_true", help="replace a stored trace of the same name")
     s.add_argument("--keep-raw", action="store_true",
                    help="also keep SRC itself in the trace directory, under raw/ (gzipped)")
     add_phase_args(s)
+    add_import_args(s)
+    add_executor_args(s)
     s.set_defaults(func=cmd_import)
 
     s = sub.add_parser("summary", help="kernel counts and GPU time per range, layer, kernel, path, step or phase")
     s.add_argument("trace", help="stored trace name or directory, or any importable file")
-    s.add_argument("--by", choices=("range", "layer", "kernel", "path", "step", "phase"), default="range")
+    s.add_argument("--by", choices=GROUPINGS, default="range", metavar="BY",
+                   help="range, layer, kernel, path, step or phase; of a trace set also rank, rank,X (X one of "
+                        "those), busy, straggler or collective (default range)")
     s.add_argument("--layer-regex", default=None, help="regex whose first group is the layer index")
     add_phase_args(s)
     s.add_argument("--json", action="store_true", help="print a JSON list of rows")
+    add_executor_args(s)
     s.set_defaults(func=cmd_summary)
 
     s = sub.add_parser("sql", help="DuckDB SQL over kernels, ranges, api, memcpy, memset and projected")
@@ -185,9 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--layer-regex", default=None)
     add_phase_args(s)
     s.add_argument("--json", action="store_true")
+    add_executor_args(s)
     s.set_defaults(func=cmd_sql)
 
-    s = sub.add_parser("list", help="list stored traces")
+    s = sub.add_parser("list", help="list stored traces (and trace sets)")
     s.set_defaults(func=cmd_list)
 
     for module in ("capturing.cli", "diff_cli", "bench_cli", "reporting.cli", "demo", "export_cli"):

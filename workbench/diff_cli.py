@@ -24,10 +24,12 @@ _SOURCE = {"timing": "capture samples", "timing_bench": "bench samples"}
 
 def add_parser(sub) -> None:
     from .cli import add_phase_args
+    from .sets_cli import add_executor_args
 
-    s = sub.add_parser("diff", help="compare two traces range by range (which kernels were fused away)")
-    s.add_argument("a", help="base trace (stored name/dir or capture file)")
-    s.add_argument("b", help="changed trace")
+    s = sub.add_parser("diff", help="compare two traces range by range (which kernels were fused away), or two "
+                                    "trace sets rank against rank")
+    s.add_argument("a", help="base trace (stored name/dir or capture file), or trace set")
+    s.add_argument("b", help="changed trace, or trace set")
     s.add_argument("--layer-regex", default=None)
     add_phase_args(s)
     s.add_argument("--top", type=int, default=10, help="changed ranges to show (default 10)")
@@ -37,6 +39,7 @@ def add_parser(sub) -> None:
                    help="exit 1 if B is worse: kernels_per_step>N, gpu_time_per_step>N%%, kernels>N, gpu_time>N%%; "
                         "decode_step>N%%, prefill>N%%, call>N%% (B significantly slower and by more than N%%) "
                         "(repeatable)")
+    add_executor_args(s)
     s.set_defaults(func=run)
 
 
@@ -49,10 +52,13 @@ def run(args) -> int:
     from .analysis.diff import diff
     from .analysis.gates import check_gates, parse_gate
     from .textsafe import clean
-    from .cli import apply_phase_args, import_options
+    from .cli import _print_table, apply_phase_args, import_options
     from .trace import open_trace
     from .trace.schema import graph_note, work_units
+    from .sets_cli import maybe_diff
 
+    if (done := maybe_diff(args, _print_table)) is not None:  # two trace sets, rank against rank
+        return done
     for gate in args.fail_if:  # a bad gate is refused before any trace is read
         parse_gate(gate)
     a = open_trace(args.a, args.root, import_options(args))

@@ -72,6 +72,7 @@ def report(base, fix, *more, html: str | os.PathLike | None = None, md: str | os
     from . import build, markdown, output
     from .inputs import is_sweep_file, load_sweep, load_traces
 
+    _no_sets((base, fix, *more), root)
     targets = output.check_targets(html=html, md=md)
     traces = []
     for m in more:  # a sweep results file may come among the traces, as on the command line
@@ -94,3 +95,16 @@ def report(base, fix, *more, html: str | os.PathLike | None = None, md: str | os
         files[targets["html"]] = result.html
     result.written = output.write_all(files)
     return result
+
+
+def _no_sets(names, root) -> None:
+    """A trace set named among the traces is refused in one line: reports compare traces."""
+    from pathlib import Path
+
+    from ..errors import WorkbenchError
+    from ..trace.store.sets import find_set
+
+    for name in names:
+        if isinstance(name, (str, os.PathLike)) and not Path(name).is_file() and find_set(name, root) is not None:
+            raise WorkbenchError(name, "is a trace set: reports on trace sets are not supported yet (workbench summary "
+                                       "SET --by rank, workbench diff SET_A SET_B)")
