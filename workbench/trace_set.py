@@ -36,6 +36,8 @@ class TraceSet:
     its per-member work runs on (``executor``, replaceable)."""
 
     def __init__(self, path: Path, meta: dict, executor: Executor):
+        # Absolute: a task may run in another working directory (a Ray worker's).
+        path = Path(path).absolute()
         self.path, self.meta, self.executor = path, meta, executor
         self.name = meta.get("name", path.name)
         rows = [{**m, "path": str(path / m["member"])} for m in meta["members"]]

@@ -86,8 +86,9 @@ def expand(files) -> list[Path]:
             out.append(Path(text))
         else:
             raise WorkbenchError(text, "no such file, folder or stored trace")
+    # Absolute: a task may run in another working directory (a Ray worker's).
     seen: set[Path] = set()
-    unique = [p for p in out if not (p.resolve() in seen or seen.add(p.resolve()))]
+    unique = [p.absolute() for p in out if not (p.resolve() in seen or seen.add(p.resolve()))]
     if not unique:
         raise WorkbenchError("trace set", "no files given")
     return unique
