@@ -252,7 +252,7 @@ TRICKY = [
      ("args", '{"name": "python3", "deep": [[[[{"x": [true, false, null, -0.0, 1e-5, 12345678901234567890123]}]]]]}')],
     [("ph", '"i"'), ("cat", '{"an": "object"}'), ("s", '"g"'), ("name", "[1, 2]")],
     [("ph", "1"), ("cat", '"kernel"'), ("name", "2")],
-    [("ph", '"X"'), ("cat", '"Kernel"'), ("dur", "true")],
+    [("ph", '"X"'), ("cat", '"Kernels"'), ("dur", "true")],
     [],
 ]
 

@@ -1,13 +1,14 @@
 /* Columns of a run of Kineto (Chrome trace) events, read without holding the GIL.
 
    scan(data) reads data, a JSON array of events ("[" ... "]", anything may follow it), and
-   returns (end, events, gpu_user_annotations, tables, begin_end): end is the offset just past
+   returns (end, events, other_gpu, tables, begin_end): end is the offset just past
    the array, tables one (names, rows) per entry of TABLES, where rows is a bytearray of
    fixed-width int64 rows (ts and ts + dur as ns: start and end) and names lists the distinct
    names the rows' name codes stand for, in first-seen order; begin_end lists user_annotation
    B/E events as (ph, name, pid, tid, ts); of the python_function events only the modules'
-   ("nn.Module: ..." names) make rows. scan(data, start, stop) reads the events that
-   data[start:stop] holds, the inside of such an array, and its end is stop - start.
+   ("nn.Module: ..." names) make rows; other_gpu counts the complete events of each kind of
+   OTHER_GPU. scan(data, start, stop) reads the events that data[start:stop] holds, the
+   inside of such an array, and its end is stop - start.
 
    It returns None, and the importer's msgspec/orjson path then reads the same bytes, for
    anything it does not fully vouch for: invalid JSON or UTF-8, a read field of another type
@@ -751,6 +752,12 @@ typedef struct {
     size_t n, cap;
 } Rows;
 
+/* Device activity that makes no rows, counted per kind: events.OTHER_GPU, in its order. */
+static const char *const other_gpu[] = {"gpu_user_annotation", "cuda_sync", "cuda_event", "cuda_profiler_range",
+                                        "overhead", "hardware_counters", "mtia_ccp_events", "mtia_counters",
+                                        "xpu_sync", "xpu_scope_profiler"};
+#define N_OTHER_GPU ((int)(sizeof other_gpu / sizeof other_gpu[0]))
+
 typedef struct {
     Rows rows[NT];
     Interner names[NT];
@@ -758,14 +765,14 @@ typedef struct {
     Buf be_names;
     Buf scratch;   /* an escaped string's text */
     Shapes shapes;
-    Py_ssize_t events, gpu_user_annotations;
+    Py_ssize_t events, other_gpu[N_OTHER_GPU];
     int cpu_ops; /* 0: cpu_op rows are checked, not kept (the trace has GPU events) */
     size_t bytes; /* of the events scanned */
 } Scan;
 
 /* ------------------------------------------------------------------ routing and checks */
 
-enum { G_NOMEM = -2, G_NONE = -1, G_RANGES_BE = NT, G_GPU_ANNOTATION };
+enum { G_NOMEM = -2, G_NONE = -1, G_RANGES_BE = NT, G_OTHER_GPU };
 
 /* A string field's text (escapes resolved into scratch); NULL when out of memory. */
 static const uchar *text_of(Scan *s, const Val *v, size_t *n) {
@@ -779,12 +786,21 @@ static const uchar *text_of(Scan *s, const Val *v, size_t *n) {
     return s->scratch.data;
 }
 
-/* Whether a python_function event is a module's: its name (a string) starts with
-   modules.PREFIX. Decided on the name's first bytes, nothing interned: most Python functions
-   are not modules. */
-static int is_module(Scan *s, const Event *e) {
-    static const char prefix[] = "nn.Module: ";
-    const size_t k = sizeof prefix - 1;
+/* Whether the n bytes at c are word, letters compared without regard to case: Kineto's
+   generations spell categories differently (Kernel, kernel). */
+static int same_word(const uchar *c, size_t n, const char *word) {
+    size_t k = strlen(word);
+    if (n != k) return 0;
+    for (size_t i = 0; i < k; i++) {
+        uchar x = c[i];
+        if ((x >= 'A' && x <= 'Z' ? x + ('a' - 'A') : x) != (uchar)word[i]) return 0;
+    }
+    return 1;
+}
+
+/* Whether an event's name (a string) starts with prefix, decided on its first bytes. */
+static int name_starts(Scan *s, const Event *e, const char *prefix) {
+    const size_t k = strlen(prefix);
     const Val *name = &e->f[F_NAME];
     size_t n;
     const uchar *t;
@@ -794,8 +810,9 @@ static int is_module(Scan *s, const Event *e) {
     return n >= k && !memcmp(t, prefix, k);
 }
 
-/* Where events._route routes the event (a table, B/E, the counted annotations, nowhere);
-   *ph is its ph if that is one character. */
+/* Where events._route routes the event (a table, B/E, a kind of other GPU activity,
+   nowhere); *ph is its ph if that is one character. Categories are matched whatever their
+   case, and 2021-era PyTorch's Runtime, Operator, Memcpy, Memset as today's names. */
 static int route(Scan *s, const Event *e, char *ph, int *driver) {
     const Val *cat = &e->f[F_CAT];
     size_t n;
@@ -805,23 +822,29 @@ static int route(Scan *s, const Event *e, char *ph, int *driver) {
     *ph = n == 1 ? (char)c[0] : 0;
     if (!(c = text_of(s, cat, &n))) return G_NOMEM;
     *driver = 0;
-#define IS(word) (n == sizeof word - 1 && !memcmp(c, word, sizeof word - 1))
+#define IS(word) same_word(c, n, word)
     if (IS("user_annotation")) return *ph == 'X' ? T_RANGES : *ph == 'B' || *ph == 'E' ? G_RANGES_BE : G_NONE;
     if (*ph != 'X') return G_NONE;
     if (IS("kernel")) return T_KERNELS;
-    if (IS("cuda_runtime")) return T_API;
+    if (IS("cuda_runtime") || IS("runtime")) return T_API;
     if (IS("cuda_driver")) {
         *driver = 1;
         return T_API;
     }
     if (IS("cpu_op")) return T_CPU_OPS;
+    if (IS("operator")) {
+        /* a 2021-era op: the profiler's steps are ranges (events.STEP_PREFIX) */
+        int step = name_starts(s, e, "ProfilerStep#"); /* after the last use of c: it may reuse scratch */
+        return step < 0 ? G_NOMEM : step ? T_RANGES : T_CPU_OPS;
+    }
     if (IS("python_function")) {
-        int module = is_module(s, e); /* after the last use of c: it may reuse scratch */
+        int module = name_starts(s, e, "nn.Module: "); /* modules.PREFIX */
         return module < 0 ? G_NOMEM : module ? T_MODULES : G_NONE;
     }
-    if (IS("gpu_memcpy")) return T_MEMCPY;
-    if (IS("gpu_memset")) return T_MEMSET;
-    if (IS("gpu_user_annotation")) return G_GPU_ANNOTATION;
+    if (IS("gpu_memcpy") || IS("memcpy")) return T_MEMCPY;
+    if (IS("gpu_memset") || IS("memset")) return T_MEMSET;
+    for (int k = 0; k < N_OTHER_GPU; k++)
+        if (IS(other_gpu[k])) return G_OTHER_GPU + k;
 #undef IS
     return G_NONE;
 }
@@ -979,8 +1002,8 @@ static int add_event(Scan *s, const Event *e) {
     s->events++;
     if (g == G_NONE) return OK;
     if (g == G_NOMEM) return NOMEM;
-    if (g == G_GPU_ANNOTATION) {
-        s->gpu_user_annotations++;
+    if (g >= G_OTHER_GPU) {
+        s->other_gpu[g - G_OTHER_GPU]++;
         return OK;
     }
     if (g == G_RANGES_BE) return add_begin_end(s, e, ph);
@@ -1325,7 +1348,18 @@ static PyObject *result(Scan *s, Py_ssize_t end) {
         Py_DECREF(per_table);
         return NULL;
     }
-    return Py_BuildValue("(nnnNN)", end, s->events, s->gpu_user_annotations, per_table, be);
+    PyObject *other = PyTuple_New(N_OTHER_GPU);
+    for (int k = 0; other && k < N_OTHER_GPU; k++) {
+        PyObject *count = PyLong_FromSsize_t(s->other_gpu[k]);
+        if (!count) Py_CLEAR(other);
+        else PyTuple_SET_ITEM(other, k, count);
+    }
+    if (!other) {
+        Py_DECREF(per_table);
+        Py_DECREF(be);
+        return NULL;
+    }
+    return Py_BuildValue("(nnNNN)", end, s->events, other, per_table, be);
 }
 
 static PyObject *scan(PyObject *self, PyObject *args) {
@@ -1397,6 +1431,17 @@ PyMODINIT_FUNC PyInit__kineto_scan(void) {
     PyObject *spec = tables_spec();
     if (!spec || PyModule_AddObject(m, "TABLES", spec) < 0) {
         Py_XDECREF(spec);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *kinds = PyTuple_New(N_OTHER_GPU);
+    for (int k = 0; kinds && k < N_OTHER_GPU; k++) {
+        PyObject *kind = PyUnicode_FromString(other_gpu[k]);
+        if (!kind) Py_CLEAR(kinds);
+        else PyTuple_SET_ITEM(kinds, k, kind);
+    }
+    if (!kinds || PyModule_AddObject(m, "OTHER_GPU", kinds) < 0) {
+        Py_XDECREF(kinds);
         Py_DECREF(m);
         return NULL;
     }

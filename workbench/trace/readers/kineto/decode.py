@@ -27,8 +27,9 @@ _NARROW = {("api", "kind"): np.int8}
 
 @cache
 def scanner():
-    """The C scanner (``scan`` and its ``TABLES``: name, name column, columns); None where
-    the extension is not built, and orjson reads every piece."""
+    """The C scanner (``scan``, its ``TABLES``: name, name column, columns, and the kinds
+    of ``OTHER_GPU`` it counts); None where the extension is not built, and orjson reads
+    every piece."""
     try:
         from . import _kineto_scan
     except ImportError:
@@ -48,7 +49,7 @@ def scan(data, *bounds: int, cpu_ops: bool = True) -> tuple[int, tuple] | None:
     out = c.scan(data, *bounds, cpu_ops) if bounds else c.scan(data)
     if out is None:
         return None
-    end, count, annotations, tables, begin_end = out
+    end, count, other_gpu, tables, begin_end = out
     rows, strings = {}, {}
     for (table, named, columns), (names, values) in zip(c.TABLES, tables):
         if values:
@@ -57,7 +58,7 @@ def scan(data, *bounds: int, cpu_ops: bool = True) -> tuple[int, tuple] | None:
             rows[table] = {k: v.astype(_NARROW[table, k]) if (table, k) in _NARROW else v for k, v in zip(columns, values)}
             if named:
                 strings[table] = names
-    return end, (rows, begin_end, strings, {"events": count, "gpu_user_annotation": annotations})
+    return end, (rows, begin_end, strings, {"events": count, **dict(zip(c.OTHER_GPU, other_gpu))})
 
 
 def piece(data, start: int, stop: int, cpu_ops: bool, where: Path) -> tuple | None:

@@ -23,6 +23,14 @@ SLICE = 2048
 NAMED = {"kernels": "name", "api": "name", "ranges": "name", "cpu_ops": "name", "modules": "name", "memcpy": "kind"}
 # The tables of GPU events: with any of them, cpu_ops are not kept (see tables.Tables.add).
 GPU = {"kernels", "memcpy", "memset"}
+# Activity Kineto records on the device (or of its tracer) that makes no rows here: counted by
+# kind, so that a trace holding only these is not taken for a CPU-only one without a word.
+# The C scanner's OTHER_GPU lists the same kinds in the same order.
+OTHER_GPU = ("gpu_user_annotation", "cuda_sync", "cuda_event", "cuda_profiler_range", "overhead",
+             "hardware_counters", "mtia_ccp_events", "mtia_counters", "xpu_sync", "xpu_scope_profiler")
+# 2021-era PyTorch wrote record_function scopes as Operator events like any op; only the
+# profiler's steps can be told apart (by name, as Kineto's TensorBoard plugin told them).
+STEP_PREFIX = "ProfilerStep#"
 
 
 def holds_gpu(rows: dict) -> bool:
@@ -39,7 +47,7 @@ def part(events, where) -> tuple:
         if type(e) is not dict:
             raise TraceFormatError(where, f"an element of traceEvents is not an object: {str(e)[:60]!r}")
     names = {t: Interner() for t in NAMED}
-    counts = {"events": len(events), "gpu_user_annotation": 0}
+    counts = {"events": len(events), **dict.fromkeys(OTHER_GPU, 0)}
     try:
         slices = [_rows(events[i : i + SLICE], names, counts, where) for i in range(0, len(events), SLICE)]
     except TraceFormatError:
@@ -57,17 +65,31 @@ def part(events, where) -> tuple:
 
 def _route(events: list[dict], counts: dict) -> tuple[list, ...]:
     """The events of each table (kernels, api, ranges, cpu_ops, modules, memcpy, memset:
-    complete ``X`` events) and the B/E range events, in file order; counts the GPU annotations
-    skipped. One dict lookup per event by its category, then the phase checked per group."""
-    K, A, R, C, M, MC, MS, G = [], [], [], [], [], [], [], []
-    route = {"kernel": K, "cuda_runtime": A, "cuda_driver": A, "cpu_op": C, "user_annotation": R,
-             "python_function": M, "gpu_memcpy": MC, "gpu_memset": MS, "gpu_user_annotation": G}.get
+    complete ``X`` events) and the B/E range events, in file order; counts the other GPU
+    activity. One dict lookup per event by its category, then the phase checked per group.
+
+    Categories are matched whatever their case, and 2021-era PyTorch's names (``Kernel``,
+    ``Runtime``, ``Operator``, ``Memcpy``, ``Memset``) as today's: Kineto's generations
+    differ in both."""
+    K, A, R, C, M, MC, MS, OP = [], [], [], [], [], [], [], []
+    other = {kind: [] for kind in OTHER_GPU}
+    groups = {"kernel": K, "cuda_runtime": A, "cuda_driver": A, "runtime": A, "cpu_op": C, "operator": OP,
+              "user_annotation": R, "python_function": M, "gpu_memcpy": MC, "memcpy": MC, "gpu_memset": MS,
+              "memset": MS, **other}
+    seen = {}  # each category as written -> its group
     for e in events:
+        cat = e.get("cat")
         try:
-            group = route(e.get("cat"))
+            group = seen[cat]
+        except KeyError:
+            # ASCII letters only, as the C scanner compares them ("\u212a" lowers to "k")
+            group = seen[cat] = groups.get(cat.lower()) if type(cat) is str and cat.isascii() else None
         except TypeError:  # a category that is a list or an object: none of these
             continue
         if group is not None:
+            if group is OP:  # a 2021-era op: a step is a range, any other a cpu_op
+                step = e.get("ph") == "X" and type(n := e.get("name")) is str and n.startswith(STEP_PREFIX)
+                group = R if step else C
             group.append(e)
     out = []
     for group in (K, A, C, MC, MS):
@@ -82,8 +104,9 @@ def _route(events: list[dict], counts: dict) -> tuple[list, ...]:
         if phs.count("X") != len(phs):
             BE = [e for e, ph in zip(R, phs) if ph == "B" or ph == "E"]
             R = [e for e, ph in zip(R, phs) if ph == "X"]
-    if G:
-        counts["gpu_user_annotation"] += [e.get("ph") for e in G].count("X")
+    for kind, group in other.items():
+        if group:
+            counts[kind] += [e.get("ph") for e in group].count("X")
     # Of the Python functions, only the modules' (a name of another type is none of them).
     M = [e for e in M if e.get("ph") == "X" and type(n := e.get("name")) is str and n.startswith(PREFIX)]
     return K, A, R, C, M, MC, MS, BE
@@ -122,7 +145,7 @@ def _rows(events: list[dict], names: dict[str, Interner], counts: dict, where) -
             pid=col.ints(_get(A, "pid"), "API call pid", where),
             tid=col.ints(_get(A, "tid"), "API call tid", where),
             correlation=col.ints(_get(col.args(A, where), "correlation"), "API call correlation", where),
-            kind=np.array([e.get("cat") == "cuda_driver" for e in A], dtype=np.int8),
+            kind=np.array([str(e.get("cat")).lower() == "cuda_driver" for e in A], dtype=np.int8),
         )
     for group, table, what in ((R, "ranges", "range"), (C, "cpu_ops", "cpu_op"), (M, "modules", "nn.Module event")):
         if group:

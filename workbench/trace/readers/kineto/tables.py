@@ -14,7 +14,7 @@ from ...options import ImportOptions
 from ...schema import RawTables
 from . import columns as col
 from .columns import Columns, Interner
-from .events import NAMED, holds_gpu
+from .events import NAMED, OTHER_GPU, holds_gpu
 from .modules import thin
 
 
@@ -27,7 +27,7 @@ class Tables:
         self.names = {t: Interner() for t in NAMED}
         self.cols = {t: Columns() for t in (*NAMED, "memset")}
         self.open_b: dict[tuple[int, int], list] = {}
-        self.counts = {"events": 0, "gpu_user_annotation": 0}
+        self.counts = {"events": 0, **dict.fromkeys(OTHER_GPU, 0)}
         self.gpu_events = False
 
     def add(self, part: tuple):
@@ -162,12 +162,24 @@ def _meta(header: dict, counts: dict, gpu_events: bool) -> dict:
         if isinstance(header.get(key), (int, str)):
             env[key] = header[key]
     dist = header.get("distributedInfo")
+    other = {kind: counts[kind] for kind in OTHER_GPU if counts[kind]}
     meta = {
         "source": {"format": "kineto", "tool": "torch.profiler", "schema_version": header.get("schemaVersion"),
                    "events": counts["events"], "gpu_user_annotations_skipped": counts["gpu_user_annotation"],
-                   "work_units": "kernel" if gpu_events else "cpu_op"},
+                   "other_gpu_events": other, "work_units": "kernel" if gpu_events else "cpu_op"},
         "env": {k: v for k, v in env.items() if v},
     }
+    if other:
+        meta["source"]["note"] = _other_gpu_note(other, gpu_events)
     if isinstance(dist, dict):
         meta["distributed"] = {k: v for k, v in dist.items() if isinstance(v, (int, str))}
     return meta
+
+
+def _other_gpu_note(other: dict[str, int], gpu_events: bool) -> str:
+    """The GPU activity a trace holds that makes no rows, in a line (a trace with none of
+    kernels, copies and sets is counted in CPU ops, and the line says so)."""
+    kinds = ", ".join(f"{n} {kind}" for kind, n in other.items())
+    if gpu_events:
+        return f"GPU activity not imported: {kinds}"
+    return f"no kernel events, so the work units are CPU ops; GPU activity not imported: {kinds}"
