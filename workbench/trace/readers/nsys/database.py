@@ -29,14 +29,17 @@ MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 GRAPH_NODES = "CUDA_GRAPH_NODE_EVENTS"
 
 # The event tables and the columns read from each, declared up front as nsys recipes do: a
-# missing required column is an error, a missing optional one is left out.
+# missing required column is an error, a missing optional one is left out. globalPid is
+# optional: trimmed exports and other tools' fixtures leave it out of the GPU tables (their
+# runtime rows carry only globalTid), and such an export is read as one process.
 COLUMNS = {
-    KERNEL: {"required": ("start", "end", "correlationId", "globalPid", "deviceId", "streamId"),
-             "optional": ("demangledName", "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "graphNodeId")},
+    KERNEL: {"required": ("start", "end", "correlationId", "deviceId", "streamId"),
+             "optional": ("globalPid", "demangledName", "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
+                          "graphNodeId")},
     RUNTIME: {"required": ("start", "end", "globalTid", "correlationId", "nameId"), "optional": ()},
     NVTX: {"required": ("start", "end", "eventType", "globalTid"), "optional": ("text", "textId", "domainId", "endGlobalTid")},
-    MEMCPY: {"required": ("start", "end", "globalPid"), "optional": ("deviceId", "streamId", "correlationId", "bytes", "copyKind")},
-    MEMSET: {"required": ("start", "end", "globalPid"), "optional": ("deviceId", "streamId", "correlationId", "bytes")},
+    MEMCPY: {"required": ("start", "end"), "optional": ("globalPid", "deviceId", "streamId", "correlationId", "bytes", "copyKind")},
+    MEMSET: {"required": ("start", "end"), "optional": ("globalPid", "deviceId", "streamId", "correlationId", "bytes")},
     GRAPH_NODES: {"required": ("start", "globalTid", "graphNodeId"), "optional": ("originalGraphNodeId",)},
 }
 

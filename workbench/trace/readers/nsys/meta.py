@@ -4,11 +4,15 @@ be read leaves its entries out."""
 
 from __future__ import annotations
 
-from .database import Database
+from .database import KERNEL, Database
+
+# The export's own description: META_DATA_EXPORT in newer exports (2024.5 on), EXPORT_META_DATA
+# in older ones (2022.2), with the same names and values.
+_EXPORT_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 
 
 def meta(db: Database) -> dict:
-    export = _kv(db, "META_DATA_EXPORT")
+    export = next((kv for kv in (_kv(db, t) for t in _EXPORT_TABLES) if kv), {})
     capture_rows = db.rows("META_DATA_CAPTURE", "name, value")
     argv = [str(v) for k, v in capture_rows if str(k) == "PROCESS_0:COMMAND"]
     argv += [str(v) for k, v in capture_rows if str(k).startswith("PROCESS_0:ARGUMENT_")]
@@ -29,6 +33,10 @@ def meta(db: Database) -> dict:
     }
     if argv:
         out["source"]["command"] = argv
+    if "globalPid" not in db.columns(KERNEL):
+        out["source"]["assumed_single_process"] = True
+        out["source"]["note"] = ("kernels carry no process (no globalPid): read as one process, each launch "
+                                 "matched by its correlation id alone")
     return out
 
 

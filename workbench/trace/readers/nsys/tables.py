@@ -56,9 +56,10 @@ def _kernels(columns: Columns, table: str, strings, where: Path) -> pd.DataFrame
         "end": ints(k, "end", where, KERNEL),
         "device": ints(k, "deviceId", where, KERNEL),
         "stream": ints(k, "streamId", where, KERNEL),
-        "pid": own_pid(ints(k, "globalPid", where, KERNEL)),
         "correlation": ints(k, "correlationId", where, KERNEL),
     }
+    if "globalPid" in k:  # else one process: the launch join matches correlation ids alone
+        cols["pid"] = own_pid(ints(k, "globalPid", where, KERNEL))
     for src, dst in (("gridX", "grid_x"), ("gridY", "grid_y"), ("gridZ", "grid_z"),
                      ("blockX", "block_x"), ("blockY", "block_y"), ("blockZ", "block_z")):
         cols[dst] = ints(k, src, where, KERNEL, default=-1)
@@ -154,10 +155,11 @@ def _copies(columns: Columns, table: str, strings, where: Path) -> pd.DataFrame:
         "end": ints(c, "end", where, table),
         "device": ints(c, "deviceId", where, table, default=-1),
         "stream": ints(c, "streamId", where, table, default=-1),
-        "pid": own_pid(ints(c, "globalPid", where, table)),
         "correlation": ints(c, "correlationId", where, table, default=-1),
         "bytes": ints(c, "bytes", where, table, default=-1),
     }, copy=False)
+    if "globalPid" in c:  # else the trace's default process, as kernels without one
+        out["pid"] = own_pid(ints(c, "globalPid", where, table))
     if table == MEMCPY:
         kinds = columns.db.labels("ENUM_CUDA_MEMCPY_OPER")
         ck = ints(c, "copyKind", where, table, default=-1)
