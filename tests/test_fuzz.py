@@ -8,7 +8,8 @@
   innermost = the most recently started range still open.
 - Random JSON values in every event field must give a Trace or a WorkbenchError.
 - Random byte mutations of valid files (tests/badinput/fuzz_worker.py, in worker processes
-  with a memory cap) must never crash: WB_FUZZ_N sets their number (default 800).
+  with a memory cap) must never crash: WB_FUZZ_N sets their number (default 800), and a
+  quarter as many of a few real traces of tests/corpus.
 """
 
 from __future__ import annotations
@@ -151,7 +152,9 @@ json_values = st.recursive(
 )
 field_values = st.one_of(json_values, st.integers(0, 10_000), st.sampled_from(["X", "B", "E", "kernel"]))
 CATS = ["kernel", "cuda_runtime", "cuda_driver", "user_annotation", "cpu_op", "gpu_memcpy", "gpu_memset",
-        "gpu_user_annotation", "python_function"]
+        "gpu_user_annotation", "python_function",
+        # 2021-era PyTorch's spellings, and GPU activity that makes no rows (counted)
+        "Kernel", "Runtime", "Operator", "Memcpy", "Memset", "cuda_profiler_range", "cuda_sync", "mtia_ccp_events"]
 
 
 @st.composite
@@ -160,7 +163,7 @@ def kineto_events(draw):
     for _ in range(draw(st.integers(0, 12))):
         e = {"ph": draw(st.sampled_from(["X", "X", "X", "B", "E", "i", "M"]) | field_values),
              "cat": draw(st.sampled_from(CATS) | field_values),
-             "name": draw(st.sampled_from(["k", "r", "\x1b[31m"]) | field_values),
+             "name": draw(st.sampled_from(["k", "r", "\x1b[31m", "ProfilerStep#1"]) | field_values),
              "pid": draw(st.integers(0, 3) | field_values), "tid": draw(st.integers(0, 3) | field_values),
              "ts": draw(st.integers(0, 1000) | field_values), "dur": draw(st.integers(0, 100) | field_values)}
         if draw(st.booleans()):
@@ -194,13 +197,24 @@ def test_kineto_random_json_never_crashes(tmp_path, doc):
 
 # ---------------------------------------------------------------- byte mutations
 
-def test_random_byte_mutations_never_crash(tmp_path):
-    n = int(os.environ.get("WB_FUZZ_N", "800"))
+# Real traces of the corpus (tests/corpus) mutated as the synthetic seeds are: a 2021-era
+# Kineto trace (Operator/Runtime/Kernel, a ProfilerStep), one whose GPU work is only
+# cuda_profiler_range events, and an nsys export without globalPid or NVTX. Small ones, so
+# that each mutation imports in milliseconds.
+CORPUS_SEEDS = ["kineto-2021-tbplugin-gpu-metrics.json.gz", "kineto-2022-hta-inference-capitalized.json.gz",
+                "nsys-2026.1-nsys-ai-reduced-columns.sqlite.gz"]
+
+
+@pytest.mark.parametrize("corpus", [False, True], ids=["synthetic", "corpus"])
+def test_random_byte_mutations_never_crash(tmp_path, corpus):
+    # WB_FUZZ_N mutations of the synthetic seeds, a quarter as many of the corpus's.
+    n = int(os.environ.get("WB_FUZZ_N", "800")) // (4 if corpus else 1)
+    files = ["--files", ",".join(str(HERE / "corpus" / f) for f in CORPUS_SEEDS)] if corpus else []
     procs = []
     for seed in (0, 1):
         out = tmp_path / f"fuzz-{seed}.json"
         cmd = [sys.executable, str(HERE / "badinput" / "fuzz_worker.py"), str(tmp_path / f"w{seed}"), str(out),
-               "--n", str(n // 2), "--seed", str(seed), "--mem-mb", "3000"]
+               "--n", str(n // 2), "--seed", str(seed), "--mem-mb", "3000", *files]
         procs.append((subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), out))
     total = {"mutations": 0, "imported": 0, "rejected": 0}
     crashes = []

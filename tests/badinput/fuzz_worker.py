@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Random byte mutations of valid traces, fed to the importers, projection and summary.
 
-    python tests/badinput/fuzz_worker.py WORKDIR RESULTS.json --n N --seed S [--mem-mb M]
+    python tests/badinput/fuzz_worker.py WORKDIR RESULTS.json --n N --seed S [--mem-mb M] [--files F,...]
 
 Seeds: a small valid trace as Kineto JSON (X and B/E ranges, plain and gzipped) and as nsys
-SQLite (plain and gzipped). Each mutation flips bits, overwrites, deletes, duplicates or
+SQLite (plain and gzipped); with --files, those files instead (real traces of the corpus,
+each unpacked if gzipped, then fed plain and gzipped alike). Each mutation flips bits, overwrites, deletes, duplicates or
 truncates bytes, or splices in JSON tokens; gzipped seeds are mutated both before and after
 compression. Every result must be a Trace (then projected and summarized) or a
 WorkbenchError; anything else is recorded with its traceback and the input is kept in
@@ -38,6 +39,15 @@ def seeds(work: Path) -> dict[str, bytes]:
     }
     db = tg.write_nsys(spec, work / "seed.sqlite")
     out["nsys.sqlite"] = db.read_bytes()
+    return out
+
+
+def file_seeds(files: list[str]) -> dict[str, bytes]:
+    """Each file's content by its name without ``.gz`` (which tells JSON from SQLite)."""
+    out = {}
+    for f in map(Path, files):
+        data = f.read_bytes()
+        out[f.name.removesuffix(".gz")] = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
     return out
 
 
@@ -109,7 +119,7 @@ def main(argv: list[str]) -> int:
     work.mkdir(parents=True, exist_ok=True)
     (work / "crashes").mkdir(exist_ok=True)
     rng = random.Random(seed)
-    base = seeds(work)
+    base = file_seeds(argv[argv.index("--files") + 1].split(",")) if "--files" in argv else seeds(work)
     kinds = [(k, gz) for k in base for gz in (False, True)]
     stats = {"mutations": 0, "imported": 0, "rejected": 0, "crashes": [], "by_seed": {}}
     t0 = time.perf_counter()
