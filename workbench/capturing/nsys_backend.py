@@ -119,7 +119,7 @@ def capture_tensorrt(engine, spec: dict, workdir: Path) -> tuple[Path, dict, lis
     cmd = [nsys, "profile", *PROFILE_FLAGS, "--force-overwrite=true", "-o", str(rep),
            *engine.run_command(spec["repeats"], workdir)]
     _run(cmd, "profile", workdir)
-    times = json.loads((workdir / "times.json").read_text())
+    times = json.loads((workdir / "engine.timing.json").read_text())
     timing = {"timer": "trtexec", "repeats": spec["repeats"],
               "decode_step_ms": stats([float(t["latencyMs"]) for t in times])}
     return _export(nsys, rep, workdir), {"timing": timing, "engine": engine.info}, cmd

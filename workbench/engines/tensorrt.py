@@ -2,7 +2,8 @@
 
 The plan is built with ``--profilingVerbosity=detailed`` so TensorRT names its layers in the
 NVTX ranges it emits at run time (what an nsys capture of ``run_command`` attributes kernels
-to), and the layer information and per-layer profile are exported as JSON next to the plan.
+to), and the layer information, per-layer profile and per-iteration times are exported as JSON
+next to the plan, named as the trtexec importer reads them (``workbench import DIR``).
 The decode step runs inside ``trtexec``, not in this process, so this engine has no
 ``prefill``/``decode``: it captures with the nsys backend only.
 
@@ -51,8 +52,9 @@ class TensorRTEngine:
         tmp.mkdir(parents=True)
         self._export_onnx(tmp / "decode.onnx")
         cmd = ["trtexec", f"--onnx={tmp / 'decode.onnx'}", f"--saveEngine={tmp / 'engine.plan'}",
-               "--profilingVerbosity=detailed", f"--exportLayerInfo={tmp / 'layers.json'}",
-               f"--exportProfile={tmp / 'build_profile.json'}", "--separateProfileRun"]
+               "--profilingVerbosity=detailed", f"--exportLayerInfo={tmp / 'engine.graph.json'}",
+               f"--exportProfile={tmp / 'engine.profile.json'}", f"--exportTimes={tmp / 'engine.timing.json'}",
+               "--separateProfileRun"]
         if self.instance.info["dtype"] in ("bfloat16", "float16"):
             cmd.append(f"--{'bf16' if self.instance.info['dtype'] == 'bfloat16' else 'fp16'}")
         done = subprocess.run(cmd, capture_output=True, text=True)
@@ -78,7 +80,10 @@ class TensorRTEngine:
                           input_names=["token", "positions"], output_names=["logits"])
 
     def run_command(self, iterations: int, out_dir: Path) -> list[str]:
-        """``trtexec`` running the plan ``iterations`` times with per-layer profiling."""
+        """``trtexec`` running the plan ``iterations`` times with per-layer profiling; its
+        artifacts in ``out_dir`` are named as ``workbench import`` reads them (TREx's naming:
+        ``engine.graph.json``, ``engine.profile.json``, ``engine.timing.json``)."""
         return ["trtexec", f"--loadEngine={self.plan}", f"--iterations={iterations}", "--warmUp=0",
                 "--duration=0", "--profilingVerbosity=detailed", "--dumpProfile",
-                f"--exportProfile={out_dir / 'profile.json'}", f"--exportTimes={out_dir / 'times.json'}"]
+                f"--exportLayerInfo={out_dir / 'engine.graph.json'}",
+                f"--exportProfile={out_dir / 'engine.profile.json'}", f"--exportTimes={out_dir / 'engine.timing.json'}"]

@@ -128,7 +128,7 @@ def _note(inputs: list[Input], words: Words, busy_shown: bool) -> str:
     if cpu:
         which = "These traces hold" if len(cpu) == len(inputs) else \
             ", ".join(i.role for i in cpu) + (" holds" if len(cpu) == 1 else " hold")
-        note += f" {which} {words_of(i.meta for i in cpu).units} (a CPU capture): no device busy time."
+        note += f" {which} {words_of(i.meta for i in cpu).units}: no device busy time."
     return note
 
 

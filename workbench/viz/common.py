@@ -61,7 +61,10 @@ class Units:
 
 GPU = Units("kernel", "kernels", "GPU time", "GPU stream", "kernels launched")
 CPU = Units("CPU op", "CPU ops", "CPU time", "thread", "CPU ops run")
+# A TensorRT engine profile (trtexec): one work unit per engine layer, timed by the profile.
+TRT = Units("layer", "layers", "layer time (profile)", "engine", "layers run")
 MIXED = Units("kernel or CPU op", "kernels or CPU ops", "time", "stream or thread", "kernels or CPU ops")
+_BY_KIND = {"kernel": GPU, "cpu_op": CPU, "trt_layer": TRT}
 
 
 def _kinds(obj) -> set[str]:
@@ -83,11 +86,9 @@ def _kinds(obj) -> set[str]:
 
 def units(*objs) -> Units:
     """The words of a figure of ``objs`` (traces, manifests, diffs, or lists / dicts of them):
-    CPU wording when every one is CPU-only, GPU wording when none is, else both."""
+    their kind's when they agree (kernels, CPU ops, TensorRT profile layers), else both."""
     kinds = set().union(*(_kinds(o) for o in objs)) if objs else {"kernel"}
-    if kinds == {"cpu_op"}:
-        return CPU
-    return GPU if "cpu_op" not in kinds else MIXED
+    return _BY_KIND.get(kinds.pop(), MIXED) if len(kinds) == 1 else MIXED
 
 
 def kernel_names(p: pd.DataFrame) -> pd.Series:
