@@ -36,9 +36,9 @@ def add_executor_args(s) -> None:
 def add_import_args(s) -> None:
     s.add_argument("--set", dest="set_name", metavar="NAME", default=None,
                    help="import every SRC (files, stored traces, folders, globs) as the members of trace set NAME")
-    s.add_argument("--split", choices=("auto", "process", "device", "none"), default="auto",
-                   help="with --set: a capture holding several processes or GPUs becomes one member per process "
-                        "(or device) (default auto)")
+    s.add_argument("--split", default="auto",
+                   help="with --set: how a capture holding several processes or GPUs becomes members: auto, "
+                        "process, device or none (default auto: per process, else per device)")
     s.add_argument("--run-id", default="", help="with --set: the members' run id ({parent}: each file's folder name)")
     s.add_argument("--variant", default="", help="with --set: the members' variant")
 

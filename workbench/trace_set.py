@@ -24,8 +24,6 @@ import pandas as pd
 from .errors import WorkbenchError
 from .executors import Executor, executor as as_executor
 
-# What ``summary(by=...)`` takes besides ``rank``: the groupings of a single trace's summary.
-_BY = ("range", "layer", "kernel", "path", "step", "phase")
 # The members table's leading columns: who each member is.
 _FIRST = ("member", "rank", "local_rank", "host", "run_id", "variant", "source")
 
@@ -75,6 +73,7 @@ class TraceSet:
         member, its work units and time, steps, mean step wall, busy and collective time, and in
         how many steps it was the straggler (:func:`analysis.ranks.overview`)."""
         from .analysis.ranks import overview, per_rank
+        from .analysis.tables import BY
 
         parts = [p for p in by.split(",") if p]
         if parts[:1] == ["rank"]:
@@ -82,8 +81,9 @@ class TraceSet:
         if not parts:
             t = self._tables()
             return overview(per_rank(list(zip(self.roles(), t["totals"]))), self.steps())
-        if len(parts) != 1 or parts[0] not in _BY:
-            raise WorkbenchError(by, f"unknown grouping of a trace set; choose rank, or rank,X with X one of {', '.join(_BY)}")
+        if len(parts) != 1 or parts[0] not in BY:
+            raise WorkbenchError(by, "unknown grouping of a trace set; choose rank, or rank,X with X one of "
+                                     + ", ".join(BY))
         return per_rank(list(zip(self.roles(), self._each(summary_task, parts[0], layer_regex))))
 
     def _tables(self, collective_regex: str | None = None, layer_regex: str | None = None) -> dict[str, list]:
@@ -183,7 +183,6 @@ def diff_task(path_a: str, path_b: str, layer_regex: str | None) -> dict:
     d = diff(load(path_a), load(path_b), layer_regex=layer_regex)
     t = d.totals
     changed = d.changed(len(d.ranges))
-    return {"kernels_per_step_a": t["kernels_per_step_a"], "kernels_per_step_b": t["kernels_per_step_b"],
-            "gpu_time_per_step_ns_a": t["gpu_time_per_step_ns_a"], "gpu_time_per_step_ns_b": t["gpu_time_per_step_ns_b"],
-            "common_ranges": t["common_ranges"], "only_a_ranges": t["only_a_ranges"], "only_b_ranges": t["only_b_ranges"],
-            "changed_ranges": len(changed), "changed": tuple(changed["range"])}
+    kept = ("kernels_per_step_a", "kernels_per_step_b", "gpu_time_per_step_ns_a", "gpu_time_per_step_ns_b",
+            "common_ranges", "only_a_ranges", "only_b_ranges")
+    return {**{k: t[k] for k in kept}, "changed_ranges": len(changed), "changed": tuple(changed["range"])}

@@ -35,7 +35,7 @@ import pandas as pd
 from ..trace.schema import Trace, work_units
 from .busy import busy_per_step, union_lengths
 from .projection import project
-from .steps import NO_STEP, _matches
+from .steps import NO_STEP, OTHER, PHASES, _matches
 
 COLLECTIVE_REGEX = r"(?i)nccl|gloo|c10d::"
 
@@ -82,7 +82,7 @@ def _worker_ranges(trace: Trace, regex: str, ops: pd.DataFrame) -> pd.DataFrame:
             "start": g["start"].to_numpy(), "end": g["end"].to_numpy(),
             "layer": np.where(got, mine["layer"].to_numpy()[pick], -1) if len(mine) else -1,
             "step": np.where(got, mine["step"].to_numpy()[pick], NO_STEP) if len(mine) else NO_STEP,
-            "phase": np.where(got, mine["phase"].to_numpy()[pick], "other") if len(mine) else "other"}))
+            "phase": np.where(got, mine["phase"].to_numpy()[pick], PHASES[OTHER]) if len(mine) else PHASES[OTHER]}))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=_INTERVALS)
 
 
@@ -146,7 +146,8 @@ def per_rank(parts: list[tuple[dict, pd.DataFrame]]) -> pd.DataFrame:
     frames = [df.assign(**roles) for roles, df in parts]
     out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
     for col in frames[0].columns:  # categories that differ between ranks concatenate as objects
-        if isinstance(frames[0][col].dtype, pd.CategoricalDtype) and not isinstance(out[col].dtype, pd.CategoricalDtype):
+        was, now = frames[0][col].dtype, out[col].dtype
+        if isinstance(was, pd.CategoricalDtype) and not isinstance(now, pd.CategoricalDtype):
             out[col] = out[col].astype("category")
     keys = list(parts[0][0])
     return out[keys + [c for c in out.columns if c not in keys]]

@@ -40,10 +40,9 @@ def import_set(name: str, files, root: str | os.PathLike | None = None, *, execu
     :mod:`workbench.trace.split`). Raises :class:`WorkbenchError` for no files, a file that
     does not import, two members of one rank in a run, or a set of that name (unless
     ``overwrite``)."""
-    from .split import SPLITS
+    from .split import check_split
 
-    if split not in SPLITS:
-        raise WorkbenchError(f"split {split!r}", f"unknown split; choose one of {', '.join(SPLITS)}")
+    check_split(split)  # before any task runs
     sources = expand(files)
     ex = as_executor(executor)
     tmp, final = new_set_dir(name, root, overwrite)
@@ -150,7 +149,8 @@ def _roles(meta: dict, device: int) -> dict:
     variant = capture.get("variant")
     if isinstance(variant, dict):
         variant = ",".join(f"{k}={v}" for k, v in sorted(variant.items()))
-    return {"rank": int(rank) if isinstance(rank, int) else -1, "local_rank": int(local) if isinstance(local, int) else -1,
+    return {"rank": int(rank) if isinstance(rank, int) else -1,
+            "local_rank": int(local) if isinstance(local, int) else -1,
             "host": str(env.get("hostname") or ""), "variant": str(variant or "")}
 
 
@@ -167,8 +167,9 @@ def _ranked(members: list[dict]) -> list[dict]:
     for (run, variant), group in groups.items():
         known = [m["rank"] >= 0 for m in group]
         if any(known) and not all(known):
+            unknown = dict.fromkeys(m["source"] for m, k in zip(group, known) if not k)
             raise WorkbenchError(_where(run, variant), "some members name their rank and others do not: "
-                                 f"{', '.join(dict.fromkeys(m['source'] for m, k in zip(group, known) if not k))} do not")
+                                 f"{', '.join(unknown)} do not")
         if not any(known):
             for i, m in enumerate(group):
                 m["rank"] = i

@@ -30,8 +30,7 @@ _DEVICE_TABLES = ("kernels", "memcpy", "memset")
 def split(raw: RawTables, how: str, where: str) -> list[tuple[dict, RawTables]]:
     """``raw`` as ``[(part, RawTables), ...]``; ``part`` holds ``pid`` and/or ``device`` (an
     empty dict for a capture kept whole). ``raw`` itself is left as it was."""
-    if how not in SPLITS:
-        raise WorkbenchError(f"split {how!r}", f"unknown split; choose one of {', '.join(SPLITS)}")
+    check_split(how)
     kernels = raw.tables.get("kernels", pd.DataFrame())
     pids = _distinct(kernels, "pid")
     devices = _distinct(kernels, "device")
@@ -50,6 +49,11 @@ def split(raw: RawTables, how: str, where: str) -> list[tuple[dict, RawTables]]:
     return [({"device": int(d)}, _rows(raw, lambda table, df, d=d: (df["device"].to_numpy() == d)
                                        if table in _DEVICE_TABLES and "device" in df else None))
             for d in devices]
+
+
+def check_split(how: str) -> None:
+    if how not in SPLITS:
+        raise WorkbenchError(f"split {how!r}", f"unknown split; choose one of {', '.join(SPLITS)}")
 
 
 def _distinct(df: pd.DataFrame, col: str) -> list[int]:
