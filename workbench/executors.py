@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from .errors import WorkbenchError
-from .trace.options import ImportOptions, available_cpus
 
 EXECUTORS = ("local", "ray")
 
@@ -49,13 +48,19 @@ class Executor:
 
     def processes(self, tasks: int) -> int:
         """Local worker processes for ``tasks`` tasks (1: this process)."""
+        from .trace.options import available_cpus
+
         return max(1, min(self.workers or available_cpus(), tasks))
 
-    def task_options(self, options: ImportOptions, tasks: int) -> ImportOptions:
+    def task_options(self, options, tasks: int):
         """The import options of each of ``tasks`` tasks: the machine's CPUs shared among the
         local workers, one thread for a Ray task (Ray gave it one CPU). The memory policy is
         the caller's in this process and in the local workers (they live for this call only),
-        the default in a Ray worker, which outlives it and runs other work."""
+        the default in a Ray worker, which outlives it and runs other work. ``options``: an
+        :class:`~workbench.trace.ImportOptions` (imported here: the command line builds its
+        parser from this module without loading the trace layer)."""
+        from .trace.options import ImportOptions, available_cpus
+
         if self.kind == "ray":
             return ImportOptions(threads=1)
         return ImportOptions(threads=max(1, available_cpus() // self.processes(tasks)), memory=options.memory)
