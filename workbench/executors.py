@@ -54,7 +54,8 @@ class Executor:
 
     def task_options(self, options, tasks: int):
         """The import options of each of ``tasks`` tasks: the machine's CPUs shared among the
-        local workers, one thread for a Ray task (Ray gave it one CPU). The memory policy is
+        local workers (at most ``options.threads`` each), one thread for a Ray task (Ray gave
+        it one CPU). The memory policy is
         the caller's in this process and in the local workers (they live for this call only),
         the default in a Ray worker, which outlives it and runs other work. ``options``: an
         :class:`~workbench.trace.ImportOptions` (imported here: the command line builds its
@@ -63,7 +64,8 @@ class Executor:
 
         if self.kind == "ray":
             return ImportOptions(threads=1)
-        return ImportOptions(threads=max(1, available_cpus() // self.processes(tasks)), memory=options.memory)
+        share = max(1, available_cpus() // self.processes(tasks))
+        return ImportOptions(threads=min(share, options.threads or share), memory=options.memory)
 
     def map(self, fn: Callable, args: Sequence[tuple]) -> list:
         """``fn(*a)`` for each ``a`` of ``args``, results in that order. A task's
