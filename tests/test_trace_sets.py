@@ -193,7 +193,7 @@ def test_bad_input_leaves_no_set(tmp_path, external):
         (("import", *CPU4[:2]), "with --set"),
         (("diff", "good", str(CPU4[0])), "is a trace set and the other side is not"),
         (("diff", "good", "good", "--fail-if", "kernels>0"), "gates"),
-        (("summary", "good", "--executor", "local", "--workers", "0"), "positive"),
+        (("summary", "good", "--executor", "local", "--workers", "0"), "workers 0"),
         (("report", "good", "good"), "not supported yet"),
         (("import", "--set", "s", "--split", "process", str(external("nsys-ai-mfu-2gpu-before.sqlite.gz")),
           *CPU4[:1]), "some members name their rank and others do not"),
