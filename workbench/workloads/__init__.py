@@ -17,10 +17,14 @@ the reference that has all of it).
 Whatever it found comes back checked and wrapped as a :class:`Workload`, the same object for
 the same reference for the life of the process.
 
-A workload may also carry a ``presentation`` (:class:`Presentation`): how figures and reports
-draw its traces. :func:`presentation_of` finds it for a trace from the workload its manifest
-names; a trace that names none (an imported capture) gets the empty one, so generic code
-never needs to know a workload by name.
+A workload may also have ``check(variant)``, which refuses a resolved variant that cannot be
+built (a :class:`WorkbenchError`) before any work starts, and carry a ``presentation``
+(:class:`Presentation`): how figures and reports draw its traces. :func:`presentation_of`
+finds it for a trace from the workload its manifest names; a trace that names none (an
+imported capture) gets the empty one, so generic code never needs to know a workload by name.
+
+A variant key ``tp`` greater than 1 makes a capture a job of that many ranks (one process
+each, ``capturing/multirank.py``), stored as a trace set.
 """
 
 from __future__ import annotations
@@ -100,6 +104,9 @@ class Workload:
     options: Mapping[str, Option]
     create: Callable
     presentation: Presentation = NO_PRESENTATION
+    # check(variant): raises a WorkbenchError for a resolved variant that cannot be built
+    # (sizes that do not divide), so a bad one is refused before any work starts.
+    check: Callable | None = None
 
 
 def _checked(ref: str, workload: Any) -> Workload:
@@ -112,8 +119,10 @@ def _checked(ref: str, workload: Any) -> Workload:
         raise WorkbenchError(f"workload {ref}", f"`options` is {type(options).__name__}, "
                                                 "not a mapping of name -> Option (or default value)")
     found = getattr(workload, "presentation", None)
+    check = getattr(workload, "check", None)
     return Workload(MappingProxyType({k: v if isinstance(v, Option) else Option(v) for k, v in options.items()}),
-                    workload.create, found if isinstance(found, Presentation) else NO_PRESENTATION)
+                    workload.create, found if isinstance(found, Presentation) else NO_PRESENTATION,
+                    check if callable(check) else None)
 
 
 # name -> "module:attribute" (replaced by the workload on first use, so listing workloads
@@ -204,6 +213,17 @@ def presentations() -> list[Presentation]:
     return [p for p in found if p is not NO_PRESENTATION]
 
 
+def torch_dtype(name: str, device) -> tuple:
+    """``(torch.device(device), dtype)`` for a variant's ``dtype`` setting: ``auto`` is bfloat16
+    on CUDA and float32 on a CPU, any other value the torch dtype of that name."""
+    import torch
+
+    device = torch.device(device)
+    if name == "auto":
+        return device, torch.bfloat16 if device.type == "cuda" else torch.float32
+    return device, getattr(torch, name)
+
+
 def parse_assignments(items: list[str] | None) -> dict[str, str]:
     """``["kv_write=fused", "layers=2"]`` -> ``{"kv_write": "fused", "layers": "2"}``."""
     out: dict[str, str] = {}
@@ -216,12 +236,22 @@ def parse_assignments(items: list[str] | None) -> dict[str, str]:
 
 
 def resolve(workload_name: str, variant: dict[str, Any] | None) -> dict[str, Any]:
-    """The complete, typed variant: defaults overlaid with ``variant``; unknown keys rejected."""
-    options: dict[str, Option] = get(workload_name).options
+    """The complete, typed variant: defaults overlaid with ``variant``; unknown keys rejected,
+    and the whole checked by the workload's ``check`` where it has one."""
+    workload = get(workload_name)
+    options: Mapping[str, Option] = workload.options
     variant = dict(variant or {})
     unknown = sorted(set(variant) - set(options))
     if unknown:
         raise WorkbenchError(f"workload {workload_name}",
                              f"unknown variant key(s) {', '.join(unknown)} (known: {', '.join(sorted(options))})")
-    return {k: opt.parse(k, variant[k]) if k in variant else opt.default for k, opt in options.items()}
+    resolved = {k: opt.parse(k, variant[k]) if k in variant else opt.default for k, opt in options.items()}
+    if workload.check is not None:
+        try:
+            workload.check(resolved)
+        except WorkbenchError:
+            raise
+        except Exception as e:  # a user's check may raise anything: one line, as create's failures
+            raise WorkbenchError(f"workload {workload_name}", f"check failed: {type(e).__name__}: {e}") from e
+    return resolved
 

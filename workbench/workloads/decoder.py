@@ -9,6 +9,11 @@ Per layer the forward pass opens ``layer_NN > {qkv, kv_write, attention, mlp}`` 
   prefix); ``cache_rows=bucketed`` binds only the cached prefix rounded up to ``bucket`` rows,
   so shapes change only when the bucket does.
 
+* ``tp=N`` (N > 1) splits heads and MLP over N ranks, one process each (``decoder_tp.py``):
+  each rank holds its heads' share of the KV cache, and attention and the MLP each end in an
+  all-reduce in a ``layer_NN > attention|mlp > allreduce`` range. The instance must be created
+  in an initialized process group of N ranks; ``workbench capture`` starts one.
+
 One sequence owns the allocation with its pages in order, so attention reads the cache as a
 contiguous row view while the write path is still the paged (page, offset) one. Weights and
 the prompt come from ``seed`` on the CPU, so every device and variant starts identical.
@@ -43,6 +48,8 @@ OPTIONS = {
     "ctx": Option(128, None, "prompt length (cached rows when decoding starts)"),
     "dtype": Option("auto", ("auto", "bfloat16", "float16", "float32"), "auto: bfloat16 on CUDA, float32 on CPU"),
     "seed": Option(0, None, "seed for weights and prompt"),
+    "tp": Option(1, None, "tensor-parallel ranks: heads and MLP split over this many processes, one per GPU "
+                          "(decoder_tp.py)"),
 }
 
 
@@ -87,7 +94,8 @@ def kv_write_fused(slots, k, v, ik, k_cache, v_cache, ik_cache):
     torch.ops.workbench.kv_write_fused(slots, k, v, ik, k_cache, v_cache, ik_cache)
 
 
-def attention(x, q, k_cache, v_cache, positions, row_ids, w_o):
+def attend(q, k_cache, v_cache, positions, row_ids):
+    """Attention of ``q`` over the first ``row_ids`` cache rows: [n, heads * head_dim]."""
     import torch
     import torch.nn.functional as F
 
@@ -100,40 +108,91 @@ def attention(x, q, k_cache, v_cache, positions, row_ids, w_o):
     mask.masked_fill_(row_ids[None, :] <= positions[:, None], 0.0)
     out = F.scaled_dot_product_attention(
         q.view(n, heads, dim).transpose(0, 1)[None], keys[None], values[None], attn_mask=mask[None, None])
-    return x + out[0].transpose(0, 1).reshape(n, heads * dim) @ w_o
+    return out[0].transpose(0, 1).reshape(n, heads * dim)
+
+
+def attention(x, q, k_cache, v_cache, positions, row_ids, w_o):
+    return x + attend(q, k_cache, v_cache, positions, row_ids) @ w_o
+
+
+def attention_partial(x, q, k_cache, v_cache, positions, row_ids, w_o):
+    """Attention through ``w_o`` without the residual: a tensor-parallel rank's partial sum
+    (``x``, the residual, is added to the all-reduced sum outside the region)."""
+    return attend(q, k_cache, v_cache, positions, row_ids) @ w_o
+
+
+def mlp_branch(x, w_up, w_down):
+    """The MLP's output, before the residual add."""
+    import torch.nn.functional as F
+
+    return F.gelu(_norm(x) @ w_up) @ w_down
 
 
 def mlp(x, w_up, w_down):
-    import torch.nn.functional as F
-
-    return x + F.gelu(_norm(x) @ w_up) @ w_down
+    return x + mlp_branch(x, w_up, w_down)
 
 
 def lm_head(x, w_out):
     return _norm(x[-1:]) @ w_out
 
 
-class DecoderInstance:
-    def __init__(self, variant: dict, device):
-        import torch
+def check_variant(v: dict) -> None:
+    """One line naming the first setting of a (resolved) variant that cannot build a decoder."""
+    from ..errors import WorkbenchError
 
-        from ..errors import WorkbenchError
+    for key in ("layers", "heads", "head_dim", "index_dim", "mlp_dim", "vocab", "page_size", "rows", "bucket", "ctx",
+                "tp"):
+        if v[key] < 1:
+            raise WorkbenchError(f"variant {key}", f"must be positive, got {v[key]}")
+    if v["rows"] % v["page_size"]:
+        raise WorkbenchError("variant rows", f"{v['rows']} is not a multiple of page_size {v['page_size']}")
+    if v["ctx"] >= v["rows"]:
+        raise WorkbenchError("variant ctx", f"prompt of {v['ctx']} leaves no room to decode in {v['rows']} rows")
+    for key in ("heads", "mlp_dim"):  # what tensor parallelism splits
+        if v[key] % v["tp"]:
+            raise WorkbenchError("variant tp", f"{v['tp']} ranks do not divide {key} {v[key]}")
+
+
+def full_weights(v: dict) -> dict:
+    """Every weight (float32) and the prompt, drawn on the CPU from ``seed`` in one fixed order,
+    so every device, variant and tensor-parallel rank starts from the same draw."""
+    import torch
+
+    hidden = v["heads"] * v["head_dim"]
+    gen = torch.Generator().manual_seed(v["seed"])
+
+    def weight(*shape):
+        return torch.randn(*shape, generator=gen) / math.sqrt(shape[0])
+
+    embed = torch.randn(v["vocab"], hidden, generator=gen)
+    layers = [{"w_qkv": weight(hidden, 3 * hidden + v["index_dim"]), "w_o": weight(hidden, hidden),
+               "w_up": weight(hidden, v["mlp_dim"]), "w_down": weight(v["mlp_dim"], hidden)}
+              for _ in range(v["layers"])]
+    w_out = weight(hidden, v["vocab"])
+    return {"embed": embed, "layers": layers, "w_out": w_out,
+            "prompt": torch.randint(v["vocab"], (v["ctx"],), generator=gen)}
+
+
+def _residual_in_region(x, out):
+    return out
+
+
+class DecoderInstance:
+    """The decoder on one device, or one rank's share of it: with ``split`` (a
+    ``decoder_tp.TensorSplit``) the instance holds ``heads / tp`` heads and their KV cache, its
+    shard of each layer's weights, and attention and the MLP return partial sums that
+    ``split.combine`` all-reduces and adds to the residual."""
+
+    def __init__(self, variant: dict, device, split=None):
+        from . import torch_dtype
 
         v = self.variant = variant
-        for key in ("layers", "heads", "head_dim", "index_dim", "mlp_dim", "vocab", "page_size", "rows", "bucket", "ctx"):
-            if v[key] < 1:
-                raise WorkbenchError(f"variant {key}", f"must be positive, got {v[key]}")
-        if v["rows"] % v["page_size"]:
-            raise WorkbenchError("variant rows", f"{v['rows']} is not a multiple of page_size {v['page_size']}")
-        if v["ctx"] >= v["rows"]:
-            raise WorkbenchError("variant ctx", f"prompt of {v['ctx']} leaves no room to decode in {v['rows']} rows")
-        self.device = torch.device(device)
-        if v["dtype"] == "auto":
-            self.dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
-        else:
-            self.dtype = getattr(torch, v["dtype"])
+        check_variant(v)
+        self.device, self.dtype = torch_dtype(v["dtype"], device)
+        self.split = split
         self.rows = v["rows"]
         self.ctx = v["ctx"]
+        self.heads = v["heads"] // v["tp"]
         self._build_weights()
         self.regions = {"qkv": qkv, "attention": attention, "mlp": mlp, "lm_head": lm_head}
         if v["kv_write"] == "fused":
@@ -145,28 +204,28 @@ class DecoderInstance:
             self.regions["kv_write"] = kv_write_unfused
             impl = "aten"
         self.info = {"kv_write_impl": impl, "dtype": str(self.dtype).removeprefix("torch.")}
+        self.combine = _residual_in_region
+        if split is not None:
+            self.regions.update(attention=attention_partial, mlp=mlp_branch)
+            self.combine = split.combine
+            self.info.update(split.info)
 
     def _build_weights(self) -> None:
         import torch
 
         v = self.variant
-        heads, dim, hidden = v["heads"], v["head_dim"], v["heads"] * v["head_dim"]
-        gen = torch.Generator().manual_seed(v["seed"])
+        full = full_weights(v)
 
-        def weight(*shape):
-            w = torch.randn(*shape, generator=gen) / math.sqrt(shape[0])
+        def place(w):
             return w.to(self.device, self.dtype)
 
-        self.embed = torch.randn(v["vocab"], hidden, generator=gen).to(self.device, self.dtype)
-        self.layers = [
-            {"w_qkv": weight(hidden, 3 * hidden + v["index_dim"]), "w_o": weight(hidden, hidden),
-             "w_up": weight(hidden, v["mlp_dim"]), "w_down": weight(v["mlp_dim"], hidden)}
-            for _ in range(v["layers"])
-        ]
-        self.w_out = weight(hidden, v["vocab"])
-        self.prompt = torch.randint(v["vocab"], (v["ctx"],), generator=gen).to(self.device)
+        self.embed = place(full["embed"])
+        shard = self.split.shard if self.split is not None else dict
+        self.layers = [{k: place(w) for k, w in shard(layer).items()} for layer in full["layers"]]
+        self.w_out = place(full["w_out"])
+        self.prompt = full["prompt"].to(self.device)
         pages = self.rows // v["page_size"]
-        kv_shape = (pages, v["page_size"], heads, dim)
+        kv_shape = (pages, v["page_size"], self.heads, v["head_dim"])
         self.caches = [
             (torch.zeros(kv_shape, device=self.device, dtype=self.dtype),
              torch.zeros(kv_shape, device=self.device, dtype=self.dtype),
@@ -181,7 +240,7 @@ class DecoderInstance:
         return bucket_rows(cached, self.variant["bucket"], self.rows)
 
     def forward(self, tokens, positions, rows: int):
-        r, heads, dim = self.regions, self.variant["heads"], self.variant["head_dim"]
+        r, heads, dim = self.regions, self.heads, self.variant["head_dim"]
         x = self.embed[tokens]
         row_ids = self.row_ids[:rows]
         for i, (w, (k_cache, v_cache, ik_cache)) in enumerate(zip(self.layers, self.caches)):
@@ -191,9 +250,9 @@ class DecoderInstance:
                 with annotate("kv_write"):
                     r["kv_write"](positions, k, v, ik, k_cache, v_cache, ik_cache)
                 with annotate("attention"):
-                    x = r["attention"](x, q, k_cache, v_cache, positions, row_ids, w["w_o"])
+                    x = self.combine(x, r["attention"](x, q, k_cache, v_cache, positions, row_ids, w["w_o"]))
                 with annotate("mlp"):
-                    x = r["mlp"](x, w["w_up"], w["w_down"])
+                    x = self.combine(x, r["mlp"](x, w["w_up"], w["w_down"]))
         with annotate("lm_head"):
             return r["lm_head"](x, self.w_out)
 
@@ -219,8 +278,16 @@ class Decoder:
     options = OPTIONS
     presentation = PRESENTATION
 
+    def check(self, variant: dict) -> None:
+        check_variant(variant)
+
     def create(self, variant: dict, device) -> DecoderInstance:
-        return DecoderInstance(variant, device)
+        split = None
+        if variant["tp"] > 1:
+            from .decoder_tp import TensorSplit
+
+            split = TensorSplit(variant)
+        return DecoderInstance(variant, device, split)
 
 
 DECODER = Decoder()

@@ -19,12 +19,18 @@ transformers recommends for a static cache (a dynamic cache changes shape every 
 module ranges cannot run inside a compiled graph, so they are removed once an engine
 replaces the region. ``cudagraph`` replays decode steps over the static cache's fixed
 buffers. Both refuse ``cache=dynamic``.
+
+``tp=N`` (N > 1) runs the model as N ranks, one process each, created in an initialized
+process group of N (``workbench capture`` starts one): the seeded full model is cut by its
+architecture's own transformers tp plan (:func:`_split`), so every layer's attention and MLP
+end in an all-reduce inside the layer's module ranges; a static cache holds each rank's
+``kv_heads / N`` key/value heads. Tested with the eager engine on gloo CPU ranks.
 """
 
 from __future__ import annotations
 
 from ..errors import WorkbenchError
-from . import Option, PairSpec, Presentation, Workload
+from . import Option, PairSpec, Presentation, Workload, torch_dtype
 
 # arch -> transformers config class; AutoModelForCausalLM picks the model class from it.
 ARCHS = {"llama": "LlamaConfig", "qwen2": "Qwen2Config", "phi3": "Phi3Config"}
@@ -44,9 +50,12 @@ OPTIONS = {
     "max_len": Option(128, None, "cache length: rows of the static cache, the most positions decoded"),
     "dtype": Option("auto", ("auto", "bfloat16", "float16", "float32"), "auto: bfloat16 on CUDA, float32 on CPU"),
     "seed": Option(0, None, "seed for weights and prompt"),
+    "tp": Option(1, None, "tensor-parallel ranks: the model's own transformers tp plan over this many processes"),
 }
 
-_SIZES = ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "ctx", "max_len")
+_SIZES = ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "ctx", "max_len", "tp")
+# What the tp plans of these architectures split (heads, key/value heads, MLP, vocabulary).
+_SPLIT = ("heads", "kv_heads", "intermediate", "vocab")
 
 
 def _transformers():
@@ -74,6 +83,9 @@ def check_variant(v: dict) -> None:
         raise WorkbenchError("variant ctx", f"must be at least 2, got {v['ctx']}")
     if v["ctx"] >= v["max_len"]:
         raise WorkbenchError("variant ctx", f"prompt of {v['ctx']} leaves no room to decode in max_len {v['max_len']}")
+    for key in _SPLIT:
+        if v[key] % v["tp"]:
+            raise WorkbenchError("variant tp", f"{v['tp']} ranks do not divide {key} {v[key]}")
 
 
 def build_config(v: dict):
@@ -96,11 +108,7 @@ class HFInstance:
         tf = self._tf = _transformers()
         v = self.variant = variant
         check_variant(v)
-        self.device = torch.device(device)
-        if v["dtype"] == "auto":
-            self.dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
-        else:
-            self.dtype = getattr(torch, v["dtype"])
+        self.device, self.dtype = torch_dtype(v["dtype"], device)
         self.ctx, self.rows = v["ctx"], v["max_len"]
         self.config = build_config(v)
         # Weights drawn on the CPU from `seed` (every device starts from the same draw), in the
@@ -109,6 +117,8 @@ class HFInstance:
             torch.manual_seed(v["seed"])
             model = tf.AutoModelForCausalLM.from_config(self.config, dtype=self.dtype)
         self.model = model.eval().requires_grad_(False).to(self.device)
+        if v["tp"] > 1:
+            self.model = _split(self.model, v["tp"])
         gen = torch.Generator().manual_seed(v["seed"])
         self.prompt = torch.randint(v["vocab"], (self.ctx,), generator=gen).to(self.device)
         self.static = v["cache"] == "static"
@@ -116,7 +126,7 @@ class HFInstance:
             self.cache = tf.StaticCache(config=self.config, max_cache_len=self.rows)
             # Allocated now, not lazily in the first update: a compiled prefill could not mark
             # the buffers as static addresses, and a CUDA graph needs them fixed.
-            self.cache.early_initialization(batch_size=1, num_heads=v["kv_heads"],
+            self.cache.early_initialization(batch_size=1, num_heads=v["kv_heads"] // v["tp"],
                                             head_dim=v["hidden"] // v["heads"], dtype=self.dtype,
                                             device=self.device)
         else:
@@ -127,7 +137,7 @@ class HFInstance:
         self.info = {"dtype": str(self.dtype).removeprefix("torch."), "arch": v["arch"],
                      "attn": self.config._attn_implementation,
                      "cache": "StaticCache" if self.static else "DynamicCache", "transformers": tf.__version__,
-                     "parameters": sum(p.numel() for p in self.model.parameters())}
+                     "parameters": sum(p.numel() for p in self.model.parameters()), "tp": v["tp"]}
 
     def rows_for(self, cached: int) -> int:
         return self.rows if self.static else min(cached, self.rows)
@@ -175,6 +185,26 @@ class HFInstance:
         return out.logits[0]
 
 
+def _split(model, tp: int):
+    """``model`` (its full weights, the same on every rank) cut by its architecture's own tp
+    plan (``base_model_tp_plan``) over the default process group, as transformers does between
+    building a model and loading its checkpoint in ``from_pretrained(distributed_config=...)``:
+    column-wise q/k/v and gate/up, row-wise o and down (each ending in an all-reduce), the
+    embedding split by vocabulary rows, the head's output gathered."""
+    import torch.distributed as dist
+
+    tf = _transformers()
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() != tp:
+        raise WorkbenchError("variant tp", f"tp={tp} runs as {tp} processes in a torch.distributed group: "
+                             "capture it (workbench capture hf --variant tp=N), which starts them")
+    try:
+        config, _, mesh = model.prepare_distribute_model(tf.DistributedConfig(tp_size=tp))
+        return model.maybe_distribute_model(model, config, mesh)
+    except (ValueError, RuntimeError, AttributeError) as e:
+        raise WorkbenchError("variant tp", f"transformers {tf.__version__} could not split the model: "
+                             f"{type(e).__name__}: {e}") from e
+
+
 # Module ranges inside a decoder layer, by their last path component, in execution order
 # (Phi-3 adds its residual dropouts). Colours: attention and MLP as the decoder workload's;
 # variant values before (warm: eager, dynamic) and after (cool: sdpa, static), sdpa listed
@@ -193,4 +223,4 @@ PRESENTATION = Presentation(
 
 # Options and presentation are plain data and HFInstance takes (variant, device): the workload
 # needs no class of its own.
-HF_WORKLOAD = Workload(OPTIONS, HFInstance, PRESENTATION)
+HF_WORKLOAD = Workload(OPTIONS, HFInstance, PRESENTATION, check_variant)
