@@ -76,7 +76,9 @@ def capture(workload: str, variant: dict | None = None, *, engine: str = "eager"
             name: str | None = None, steps: int = 3, repeats: int = 10, warmup: int = 2,
             device: str | None = None, root: str | Path | None = None, overwrite: bool = False,
             progress: bool = True, command: list[str] | None = None, keep_raw: bool = False):
-    """Capture one variant and store it; returns the stored ``Trace``."""
+    """Capture one variant and store it; returns the stored ``Trace``, or for a variant that
+    runs as several ranks (``tp`` > 1) the stored ``TraceSet``, one member per rank
+    (``multirank.py``)."""
     from ..trace import default_root, import_file, save
     from ..trace.store import check_name
     from .env import environment
@@ -85,14 +87,20 @@ def capture(workload: str, variant: dict | None = None, *, engine: str = "eager"
         raise WorkbenchError("capture", "steps, repeats and warmup must be at least 1")
     resolved, device = _check(workload, variant, engine, backend, device)
     name = name or default_name(workload, resolved, engine, backend)
+    argv = command or cli_command(workload, dict(variant or {}), engine, backend, name, steps, repeats,
+                                  warmup, device)
+    if resolved.get("tp", 1) != 1:
+        from .multirank import capture_job
+
+        return capture_job(workload, resolved, engine=engine, backend=backend, name=name, steps=steps,
+                           repeats=repeats, warmup=warmup, device=device, root=root, overwrite=overwrite,
+                           progress=progress, argv=argv, keep_raw=keep_raw)
     check_name(name)
     target = Path(root) if root is not None else default_root()
     if (target / name).exists() and not overwrite:
         raise WorkbenchError(target / name, "a trace with this name exists (choose another --name, or overwrite)")
     spec = {"workload": workload, "variant": resolved, "engine": engine, "device": device,
             "steps": steps, "repeats": repeats, "warmup": warmup, "progress": progress}
-    argv = command or cli_command(workload, dict(variant or {}), engine, backend, name, steps, repeats,
-                                  warmup, device)
 
     with tempfile.TemporaryDirectory(prefix="workbench-capture-") as tmp:
         workdir = Path(tmp)

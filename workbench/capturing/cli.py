@@ -109,6 +109,10 @@ def _describe(trace) -> str:
     from ..analysis.stats import PHASE_SAMPLES
     from ..trace.schema import work_units
 
+    if hasattr(trace, "members"):  # a job of several ranks: a trace set
+        from .multirank import describe
+
+        return describe(trace)
     meta = trace.meta
     counts = meta["counts"]
     unit = work_units(meta)

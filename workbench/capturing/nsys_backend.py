@@ -89,25 +89,41 @@ def export(rep: Path, workdir: Path) -> Path:
     return _export(find_nsys(), rep, workdir)
 
 
-def capture(spec: dict, workdir: Path) -> tuple[Path, dict, list[str]]:
-    nsys = find_nsys()
-    spec_path, result_path, rep = workdir / "spec.json", workdir / "result.json", workdir / "capture.nsys-rep"
-    spec_path.write_text(json.dumps(spec))
-    cmd = [nsys, "profile", *PROFILE_FLAGS, *WINDOW_FLAGS, "--force-overwrite=true", "-o", str(rep)]
-    if spec["engine"] == "cudagraph":
-        cmd += GRAPH_FLAGS
-    cmd += [sys.executable, "-m", "workbench.capturing.session", str(spec_path), str(result_path)]
+def profile_module(args: list[str], workdir: Path, graphs: bool) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """``python -m ARGS`` (this interpreter) under ``nsys profile``, recording its
+    ``cudaProfilerStart/Stop`` window into ``workdir/capture.nsys-rep`` (with ``graphs``: a
+    replayed CUDA graph's every kernel); nsys's output is kept in ``profile.log``. Returns
+    the finished process and the nsys command line."""
+    cmd = [find_nsys(), "profile", *PROFILE_FLAGS, *WINDOW_FLAGS, "--force-overwrite=true", "-o",
+           str(workdir / "capture.nsys-rep"), *(GRAPH_FLAGS if graphs else []), sys.executable, "-m", *args]
     done = subprocess.run(cmd, env=child_env(), stdout=subprocess.PIPE, stderr=None, text=True)
     (workdir / "profile.log").write_text(done.stdout)
-    result = json.loads(result_path.read_text()) if result_path.exists() else None
-    if result and "error" in result:
-        raise WorkbenchError(result["error"]["where"], result["error"]["problem"])
-    if done.returncode != 0 or result is None:
+    return done, cmd
+
+
+def profiled_export(done: subprocess.CompletedProcess, workdir: Path) -> Path:
+    """The report of a :func:`profile_module` run that succeeded, exported to SQLite; one line
+    when nsys failed or wrote none."""
+    rep = workdir / "capture.nsys-rep"
+    if done.returncode != 0:
         tail = done.stdout.strip().splitlines()[-1:] or [""]
         raise WorkbenchError("nsys profile", f"exit {done.returncode}: {tail[0]}")
     if not rep.exists():
         raise WorkbenchError("nsys profile", "no report written (did the capture range open?)")
-    return _export(nsys, rep, workdir), result, cmd
+    return _export(find_nsys(), rep, workdir)
+
+
+def capture(spec: dict, workdir: Path) -> tuple[Path, dict, list[str]]:
+    spec_path, result_path = workdir / "spec.json", workdir / "result.json"
+    spec_path.write_text(json.dumps(spec))
+    done, cmd = profile_module(["workbench.capturing.session", str(spec_path), str(result_path)], workdir,
+                               spec["engine"] == "cudagraph")
+    result = json.loads(result_path.read_text()) if result_path.exists() else None
+    if result and "error" in result:
+        raise WorkbenchError(result["error"]["where"], result["error"]["problem"])
+    if result is None and done.returncode == 0:
+        raise WorkbenchError("nsys profile", "the session wrote no result")
+    return profiled_export(done, workdir), result, cmd
 
 
 def capture_tensorrt(engine, spec: dict, workdir: Path) -> tuple[Path, dict, list[str]]:
