@@ -234,3 +234,23 @@ def test_hf_bad_tp_is_one_line(tmp_path, capsys):
     args = [a for k, v in {**HF_TINY, "tp": 3}.items() for a in ("--variant", f"{k}={v}")]
     assert main(["--root", str(tmp_path / "store"), "capture", "hf", *args, "--device", "cpu", "--quiet"]) == 2
     _one_line(capsys.readouterr().err, "3 ranks do not divide heads 4")
+
+
+def test_an_nsys_export_of_the_ranks_is_split_to_the_ranks_by_pid(external):
+    """The nsys half of a job's capture, on a real 2-GPU export (nsys-ai's): one trace per
+    process, given to the rank that reported its pid; pids that match none (another pid
+    namespace) fall back to (GPU, pid) order; a process count that is not the job's is one line."""
+    from pathlib import Path
+
+    from workbench.capturing.multirank import _split
+
+    src = Path(external("nsys-ai-mfu-2gpu-before.sqlite.gz"))
+    by_order = _split(src, [{"pid": -1}, {"pid": -2}])
+    parts = [t.meta["source"]["part"] for t in by_order]
+    assert [p["device"] for p in parts] == [0, 1]
+    # Rank 0 reported the pid of the process on GPU 1: it gets that process.
+    swapped = _split(src, [{"pid": parts[1]["pid"]}, {"pid": parts[0]["pid"]}])
+    assert [t.meta["source"]["part"]["device"] for t in swapped] == [1, 0]
+    assert set(swapped[0].kernels["device"]) == {1} and set(swapped[1].kernels["device"]) == {0}
+    with pytest.raises(wb.WorkbenchError, match="2 processes ran kernels in the capture, expected 4 ranks"):
+        _split(src, [{"pid": i} for i in range(4)])
