@@ -8,7 +8,8 @@
 # the size of the single-GPU captures of issues 3 and 24. One device call (the `run` tool,
 # kind nvidia-h200-x2 or nvidia-h200-x4, carry [".whl", ".debs"]):
 #   bash benchmarks/h200_tp.sh                   # everything, nsys captures first
-#   PART=nsys bash benchmarks/h200_tp.sh         # only nsys (PART=torch: only torch.profiler)
+#   PART=nsys bash benchmarks/h200_tp.sh         # only nsys (PART=torch: only torch.profiler, with
+#                                                # the TP=1 references, h200-tp1-*-torch traces)
 # Sets already in traces/ are kept (REDO=1 captures them again), so a call cut short by its
 # time limit resumes where it stopped. Each stored set is tarred into $OUT as one archive as
 # soon as it is made (the tool brings back a limited number of files). Afterwards, on any
@@ -59,7 +60,9 @@ tp() {  # tp N BACKEND NAME-TAIL VARIANT...: one set, kept if stored (unless RED
 
 for backend in "${BACKENDS[@]}"; do
     [ -n "${PART:-}" ] && [ "$PART" != "$backend" ] && continue
-    for n in "${TPS[@]}"; do
+    # The single-GPU references (plain traces, not sets) whose outputs every rank must equal.
+    runs=("${TPS[@]}"); [ "$backend" = torch ] && runs=(1 "${TPS[@]}")
+    for n in "${runs[@]}"; do
         tp "$n" "$backend" kvwrite-unfused --variant kv_write=unfused
         tp "$n" "$backend" kvwrite-fused --variant kv_write=fused
         tp "$n" "$backend" cache-full-ctx$CTX_CACHE --variant kv_write=fused --variant cache_rows=full \

@@ -15,8 +15,9 @@ writes OUT_PREFIX.json and OUT_PREFIX.md. Per set (``h200-tp*``, one member per 
   MLP's all-reduce) in every layer of every step on every rank.
 
 And per pair (kv_write unfused -> fused, cache full -> bucketed; same TP and backend), rank
-against rank: the decode-step ratio with its interval and verdict (``analysis.stats``), and
-the kv_write kernels per layer on each side.
+against rank: the decode-step ratio with its interval and verdict (``analysis.stats``) and
+whether the outputs are equal; per set, each rank's outputs against the TP=1 capture of the
+same variant (``h200-tp1-...-torch``, a plain trace) where the store holds one.
 """
 
 from __future__ import annotations
@@ -124,6 +125,30 @@ def one_set(ts) -> dict:
     }
 
 
+def same_outputs(meta_a: dict, meta_b: dict) -> dict | None:
+    """Greedy tokens and logits of two captures compared (``run.compare``, the dtype's
+    tolerance), None where either kept none."""
+    from workbench.capturing.session import decode_outputs
+    from workbench.run import compare
+
+    if not meta_a.get("outputs") or not meta_b.get("outputs"):
+        return None
+    dtype = (meta_a.get("capture", {}).get("engine_info") or {}).get("dtype", "float32")
+    c = compare(*decode_outputs(meta_a["outputs"]), *decode_outputs(meta_b["outputs"]), dtype)
+    return {k: c[k] for k in ("equal", "tokens_equal", "max_abs_diff", "tolerance")}
+
+
+def against_tp1(root: str, ts) -> list[dict]:
+    """Each rank's outputs against the TP=1 capture of the same variant (``h200-tp1-...-torch``)."""
+    ref_name = re.sub(r"-tp\d+-", "-tp1-", ts.name)
+    ref_name = re.sub(r"-(nsys|torch)$", "-torch", ref_name)
+    if ref_name not in wb.list_traces(root):
+        return []
+    ref = wb.open_trace(ref_name, root=root).meta
+    return [{"rank": int(r), "reference": ref_name, **(same_outputs(ref, ts.trace(r).meta) or {})}
+            for r in sorted(ts.members["rank"])]
+
+
 def pairs(root: str, names: list[str]) -> list[dict]:
     out = []
     for a_name in names:
@@ -139,7 +164,8 @@ def pairs(root: str, names: list[str]) -> list[dict]:
                 ma, mb = a.trace(rank).meta, b.trace(rank).meta
                 cmp = [c for c in compare_timing(ma, mb) if c.metric == "decode_step_ms"]
                 rows.append({"rank": int(rank), "decode_step": cmp[0].as_dict() if cmp else None,
-                             "decode_step_text": cmp[0].describe() if cmp else None})
+                             "decode_step_text": cmp[0].describe() if cmp else None,
+                             "outputs": same_outputs(ma, mb)})
             out.append({"a": a_name, "b": b_name, "change": f"{a_tag} -> {b_tag}", "ranks": rows})
     return out
 
@@ -148,6 +174,12 @@ def _ms(d: dict | None) -> str:
     if not d:
         return "n/a"
     return f"{d['median']:.3f} [{d['ci_low']:.3f}, {d['ci_high']:.3f}] ({d['min']:.3f}–{d['max']:.3f}, n={d['n']})"
+
+
+def _equal(c: dict | None) -> str:
+    if not c or "equal" not in c:
+        return "n/a"
+    return f"{'yes' if c['equal'] else 'NO'} (max diff {c['max_abs_diff']:.3g}, tolerance {c['tolerance']:.3g})"
 
 
 def markdown(result: dict) -> str:
@@ -166,17 +198,20 @@ def markdown(result: dict) -> str:
             busy = f"{r['busy_us_per_decode_step']:.1f}" if r["busy_us_per_decode_step"] is not None else "n/a"
             out.append(f"| `{s['name']}` | {s['tp']} | {s['backend']} | {r['rank']} | {r['device']} | "
                        f"{_ms(r['decode_step_ms'])} | {kern} | {busy} | {coll} | {r['straggler_steps']} |")
-    out += ["", "## Pairs, rank against rank", "", "| A -> B | rank | decode step |", "|---|---|---|"]
+    out += ["", "## Pairs, rank against rank", "", "| A -> B | rank | decode step | outputs equal |",
+            "|---|---|---|---|"]
     for p in result["pairs"]:
         for r in p["ranks"]:
-            out.append(f"| `{p['a']}` -> `{p['b']}` | {r['rank']} | {r['decode_step_text'] or 'n/a'} |")
+            out.append(f"| `{p['a']}` -> `{p['b']}` | {r['rank']} | {r['decode_step_text'] or 'n/a'} | "
+                       f"{_equal(r['outputs'])} |")
     out += ["", "## Checks", "", "| set | kv_write kernels per layer (every rank) | 2 collectives in every layer "
-            "and step | collectives in steps outside layers |", "|---|---|---|---|"]
+            "and step | collectives in steps outside layers | outputs equal TP=1's (per rank) |", "|---|---|---|---|---|"]
     for s in sets:
         c = s["checks"]
+        ref = ", ".join(_equal(r) for r in s["against_tp1"]) or "no TP=1 reference"
         out.append(f"| `{s['name']}` | {', '.join(f'{k:g}' for k in c['kv_write_kernels_per_layer'])} | "
                    f"{'yes' if c['two_collectives_in_every_layer_and_step'] else 'NO'} | "
-                   f"{c['collectives_outside_layers']} |")
+                   f"{c['collectives_outside_layers']} | {ref} |")
     for s in sets:
         regions = sorted({x["region"] for r in s["ranks"] for x in r["per_layer"]})
         out += ["", f"### `{s['name']}`: per rank and layer, per decode step (kernels / GPU µs; collectives: "
@@ -208,8 +243,10 @@ def main(argv: list[str] | None = None) -> int:
     if not names:
         print(f"no trace sets named {a.prefix}* under {a.root}", file=sys.stderr)
         return 2
-    result = {"sets": [one_set(wb.open_set(n, root=a.root, executor=HERE)) for n in names],
-              "pairs": pairs(a.root, names)}
+    result = {"sets": [], "pairs": pairs(a.root, names)}
+    for n in names:
+        ts = wb.open_set(n, root=a.root, executor=HERE)
+        result["sets"].append({**one_set(ts), "against_tp1": against_tp1(a.root, ts)})
     Path(a.out + ".json").write_text(json.dumps(result, indent=1) + "\n")
     md = markdown(result)
     Path(a.out + ".md").write_text(md)
