@@ -45,13 +45,13 @@ was created); a replay runs no hook and opens no range.
 
 from __future__ import annotations
 
-import re
 import threading
 import warnings
 import weakref
 
 from .annotation import annotate
 from .errors import WorkbenchError
+from .patterns import compile_regex
 
 _LAYER = r"(?:layers|layer|h|blocks|block)\.\d+"
 _OUTSIDE_LAYERS = r"^(?!(?:.*\.)?\d+\.)"  # no numbered module on the path: not a layer's part
@@ -120,13 +120,7 @@ def _patterns(what: str, value) -> list:
         raise WorkbenchError(f"annotate_modules {what}", f"a regex or a list of regexes, not {value!r}")
     if what == "include" and not items:
         raise WorkbenchError("annotate_modules include", "an empty list selects nothing (None: the default)")
-    out = []
-    for p in items:
-        try:
-            out.append(re.compile(p))
-        except re.error as e:
-            raise WorkbenchError(f"annotate_modules {what} {p!r}", f"not a regular expression ({e})") from None
-    return out
+    return [compile_regex(p, f"annotate_modules {what}") for p in items]
 
 
 def tree_names(root) -> list[tuple[str, object]]:

@@ -27,7 +27,12 @@ import re
 
 import numpy as np
 
+from ..errors import WorkbenchError
+from ..patterns import compile_regex
 from ..trace.readers.kineto.modules import LAYER_SUFFIXES, PREFIX
+
+# How the command line spells the option whose pattern this is, for its errors.
+LAYER_OPTION = "--layer-regex"
 
 # A layer container and its index in a path or a range name. The word must start a part of the
 # name (after a separator or at its start): "layers.3", "layer_03", "decoder_layer_12",
@@ -41,12 +46,30 @@ _SEPARATORS = "._-/: "
 
 
 def layer_pattern(pattern: str | None = None) -> re.Pattern:
-    """Compiled layer pattern: its first group is the layer index.
+    """Compiled layer pattern: its first group is the layer index. A custom one that does not
+    compile or has no group is refused in one line.
 
     The default maps ``layer_03``, ``layers.3``, ``model.layers.3.self_attn``, ``h.3.attn``
     and ``decoder_layer_12`` to 3, 3, 3, 3 and 12.
     """
-    return re.compile(pattern or _LAYER_DEFAULT, re.IGNORECASE)
+    if pattern is None:
+        return re.compile(_LAYER_DEFAULT, re.IGNORECASE)
+    rx = compile_regex(pattern, LAYER_OPTION, re.IGNORECASE)
+    if rx.groups < 1:
+        raise WorkbenchError(f"{LAYER_OPTION} {pattern!r}", r"has no group: its first group is the layer number, "
+                                                           r"as in 'layers\.(\d+)'")
+    return rx
+
+
+def _layer_number(m: re.Match, name: str) -> int:
+    """The layer a custom pattern's first group captured in ``name``; a group that captured
+    no number (or nothing) is refused rather than read as some layer."""
+    text = m.group(1)
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        raise WorkbenchError(f"{LAYER_OPTION} {m.re.pattern!r}", f"its first group matched {text!r} in the range "
+                             f"name {name!r}, not a layer number (the group must capture digits)") from None
 
 
 def name_parts(name: str, pattern: str | None = None) -> tuple[int, str]:
@@ -62,7 +85,7 @@ def name_parts(name: str, pattern: str | None = None) -> tuple[int, str]:
     m = layer_pattern(pattern).search(name)
     if not m:
         return -1, name
-    layer = int(m.group(1))
+    layer = int(m.group(1)) if pattern is None else _layer_number(m, name)
     if pattern is not None:
         rest = (name[: m.start()] + name[m.end():]).strip(_SEPARATORS)
         return layer, rest or name

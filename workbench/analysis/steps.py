@@ -30,13 +30,12 @@ vectorized passes over depth: no Python loop over ranges.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from ..errors import WorkbenchError
+from ..patterns import compile_regex
 from ..trace.build.nesting import climb
 from ..trace.schema import Trace
 from .layers import label_parts
@@ -73,7 +72,9 @@ class Steps:
 
 def _matches(names: pd.Series, regex: str) -> np.ndarray:
     """Per range: whether its name matches (the regex runs once per distinct name)."""
-    rx = re.compile(regex)
+    # A regex recorded in a manifest (set_phases) was checked there; one edited in by hand is
+    # refused here in the same one line.
+    rx = compile_regex(regex, "range regex")
     by_cat = np.array([bool(rx.search(str(c))) for c in names.cat.categories], dtype=bool)
     codes = names.cat.codes.to_numpy()
     return np.where(codes >= 0, by_cat[np.maximum(codes, 0)], False) if len(by_cat) else np.zeros(len(codes), bool)
@@ -148,10 +149,7 @@ def set_phases(trace: Trace, step_regex: str | None = None, prefill_regex: str |
     for flag, regex in (("step_regex", step_regex), ("prefill_regex", prefill_regex)):
         if regex is None:
             continue
-        try:
-            re.compile(regex)
-        except re.error as e:
-            raise WorkbenchError(f"--{flag.replace('_', '-')} {regex!r}", f"not a valid regular expression: {e}") from None
+        compile_regex(regex, f"--{flag.replace('_', '-')}")
         chosen[flag] = regex
     if chosen:
         trace.meta["analysis"] = {**(trace.meta.get("analysis") or {}), **chosen}
