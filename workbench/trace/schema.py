@@ -14,7 +14,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 import pandas as pd
 
-from ..errors import TraceFormatError, WorkbenchError
+from ..errors import TraceFormatError
 from .names import constant
 
 # Column -> dtype of each table. Strings are categoricals: names repeat millions of times.
@@ -143,24 +143,21 @@ class Trace:
     def sql(self, query: str, **extra: pd.DataFrame) -> pd.DataFrame:
         """Run DuckDB SQL over the tables (``kernels``, ``ranges``, ``api``, ``memcpy``,
         ``memset``), any derived views analysis has attached (``projected``: each kernel with
-        its innermost range, path and layer) and any ``extra`` DataFrames by keyword.
+        its innermost range, path and layer) and any ``extra`` DataFrames by keyword. One
+        read-only statement, reading nothing else (:mod:`.sql`).
         """
-        import duckdb
+        from .sql import check_query, connection, run_query
 
+        check_query(query, self.label)  # before any view is made for it
         for view_name, make in self.view_makers.items():
             if view_name not in self.views and re.search(rf"\b{re.escape(view_name)}\b", query, re.IGNORECASE):
                 self.views[view_name] = make(self)
-        con = duckdb.connect()
-        try:
+        with connection() as con:
             for t in TABLES:
                 con.register(t, self.tables[t])
             for view_name, df in {**self.views, **extra}.items():
                 con.register(view_name, df)
-            return con.execute(query).df()
-        except duckdb.Error as e:
-            raise WorkbenchError(self.label, f"SQL error: {str(e).splitlines()[0]}") from None
-        finally:
-            con.close()
+            return run_query(con, query, self.label)
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{t}={self.rows(t)}" for t in TABLES)
@@ -200,6 +197,14 @@ def graph_note(meta: dict) -> str | None:
     head = f"{n} CUDA-graph kernels: {by_capture} under the ranges open at their capture, {n - by_capture}" if by_capture \
         else f"{n} CUDA-graph kernels"
     return f"{head} only under the range around their graph launch ({why})"
+
+
+def source_note(meta: dict) -> str | None:
+    """What the importer said of its source, in a line (``source.note``: GPU activity it did not
+    import, one process assumed, ...); None where it said nothing."""
+    source = meta.get("source") if isinstance(meta, dict) else None
+    note = source.get("note") if isinstance(source, dict) else None
+    return str(note) if note else None
 
 
 # How a kernel was attributed: in a range, launched outside every range, no launch record.
