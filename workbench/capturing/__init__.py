@@ -26,6 +26,22 @@ from ..vocabulary import CAPTURE_BACKENDS as BACKENDS
 DEVICES = ("cpu", "cuda")
 
 
+def check_backend(backend: str) -> str:
+    """``backend`` if it is a capture backend, else one line."""
+    if backend not in BACKENDS:
+        raise WorkbenchError(f"backend {backend}", f"unknown capture backend (choose from {', '.join(BACKENDS)})")
+    return backend
+
+
+def check_device(device: str) -> str:
+    """``device`` if it names one (``cpu``, ``cuda``, ``cuda:N``), else one line; whether this
+    process has it is checked where the work runs."""
+    kind, colon, index = device.partition(":")
+    if kind not in DEVICES or (colon and not (kind == "cuda" and index.isdigit())):
+        raise WorkbenchError(f"device {device}", f"unknown device (choose from {', '.join(DEVICES)}, cuda:N)")
+    return device
+
+
 def _check(workload: str, variant: dict | None, engine: str, backend: str, device: str | None):
     import torch
 
@@ -33,12 +49,10 @@ def _check(workload: str, variant: dict | None, engine: str, backend: str, devic
 
     resolved = workloads.resolve(workload, variant)
     engines.check_kind(engine)
-    if backend not in BACKENDS:
-        raise WorkbenchError(f"backend {backend}", f"unknown capture backend (choose from {', '.join(BACKENDS)})")
+    check_backend(backend)
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device.split(":")[0] not in DEVICES:
-        raise WorkbenchError(f"device {device}", f"unknown device (choose from {', '.join(DEVICES)})")
+    check_device(device)
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise WorkbenchError(f"device {device}", "no CUDA GPU is available to this process")
     engines.check(engine, device)
@@ -79,8 +93,8 @@ def capture(workload: str, variant: dict | None = None, *, engine: str = "eager"
     """Capture one variant and store it; returns the stored ``Trace``, or for a variant that
     runs as several ranks (``tp`` > 1) the stored ``TraceSet``, one member per rank
     (``multirank.py``)."""
-    from ..trace import default_root, import_file, save
-    from ..trace.store import check_name
+    from ..trace import import_file, save
+    from ..trace.store import check_free
     from .env import environment
 
     if steps < 1 or repeats < 1 or warmup < 1:
@@ -95,10 +109,7 @@ def capture(workload: str, variant: dict | None = None, *, engine: str = "eager"
         return capture_job(workload, resolved, engine=engine, backend=backend, name=name, steps=steps,
                            repeats=repeats, warmup=warmup, device=device, root=root, overwrite=overwrite,
                            progress=progress, argv=argv, keep_raw=keep_raw)
-    check_name(name)
-    target = Path(root) if root is not None else default_root()
-    if (target / name).exists() and not overwrite:
-        raise WorkbenchError(target / name, "a trace with this name exists (choose another --name, or overwrite)")
+    check_free(name, root, overwrite)
     spec = {"workload": workload, "variant": resolved, "engine": engine, "device": device,
             "steps": steps, "repeats": repeats, "warmup": warmup, "progress": progress}
 

@@ -65,14 +65,15 @@ def _device(variants: list[Variant], device: str | None, store: bool) -> str:
     on, else cuda when there is one."""
     import torch
 
+    from . import check_device
+
     captured = {v.captured_on.split(" ")[0] for v in variants if v.kind == "workload" and v.captured_on}
     if device is None:
         if len(captured) > 1:
             raise WorkbenchError("bench", f"the traces were captured on {' and '.join(sorted(captured))}: "
                                           "pass the device to time them on")
         device = next(iter(captured)) if captured else ("cuda" if torch.cuda.is_available() else "cpu")
-    if device.split(":")[0] not in ("cpu", "cuda"):
-        raise WorkbenchError(f"device {device}", "unknown device (choose from cpu, cuda)")
+    check_device(device)
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise WorkbenchError(f"device {device}", "no CUDA GPU is available to this process"
                              + (" (the traces were captured on it; --device cpu times them here)" if captured else ""))

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from ..errors import ProgramFailed, WorkbenchError
-from ..vocabulary import CAPTURE_BACKENDS
+from . import check_backend
 
 
 def measure(fn, args: tuple, kwargs: dict, *, warmup: int, repeats: int, steps: int, recorder,
@@ -69,8 +69,7 @@ def resolve_callable(ref: str):
 
 
 def _check(backend: str, warmup: int, repeats: int, steps: int) -> None:
-    if backend not in CAPTURE_BACKENDS:
-        raise WorkbenchError(f"backend {backend}", f"unknown capture backend (choose from {', '.join(CAPTURE_BACKENDS)})")
+    check_backend(backend)
     if warmup < 1 or repeats < 1 or steps < 1:
         raise WorkbenchError("profile_call", "warmup, repeats and steps must be at least 1")
 
@@ -91,12 +90,13 @@ def profile_call(fn, *args, kwargs: dict | None = None, name: str | None = None,
     the only form nsys takes). An exception raised by ``fn`` in this process reaches the
     caller unchanged; nothing is stored.
     """
-    from .store_capture import store_new, target_free
+    from ..trace.store import check_free
+    from .store_capture import store_new
 
     _check(backend, warmup, repeats, steps)
     target = _target_name(fn)
     name = name or "call-" + target.replace(":", "-").replace("<", "").replace(">", "") + f"-{backend}"
-    target_free(name, root, overwrite)
+    check_free(name, root, overwrite)
     settings = {"warmup": warmup, "repeats": repeats, "steps": steps, "compare_outputs": compare_outputs}
     line = f"wb.profile_call({target!r}, warmup={warmup}, repeats={repeats}, steps={steps}, backend={backend!r})"
     with tempfile.TemporaryDirectory(prefix="workbench-call-") as tmp:

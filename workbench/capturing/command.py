@@ -28,8 +28,7 @@ import time
 from pathlib import Path
 
 from ..errors import ProgramFailed, WorkbenchError
-from ..vocabulary import CAPTURE_BACKENDS as BACKENDS
-from . import program as programs
+from . import check_backend, program as programs
 from .progress import Phases
 
 
@@ -61,8 +60,7 @@ def _modules_env(modules: bool | str) -> dict:
 def _check_command(command: list[str], backend: str, modules: bool | str = False):
     if not command:
         raise WorkbenchError("capture", "no command given (workbench capture [options] -- COMMAND [ARGS...])")
-    if backend not in BACKENDS:
-        raise WorkbenchError(f"--backend {backend}", f"unknown capture backend (choose from {', '.join(BACKENDS)})")
+    check_backend(backend)
     if shutil.which(command[0]) is None:
         raise WorkbenchError(command[0], "command not found")
     prog = programs.parse(command)
@@ -91,13 +89,14 @@ def capture_command(command: list[str], *, backend: str = "torch", name: str | N
     A program that exits non-zero raises :class:`ProgramFailed` (nothing stored); so does a
     ``windows`` run that opened no window or left one open.
     """
-    from .store_capture import store_new, target_free
+    from ..trace.store import check_free
+    from .store_capture import store_new
 
     command = [str(c) for c in command]
     prog = _check_command(command, backend, modules)
     extra_env = _modules_env(modules) if modules not in (None, False) else {}
     name = name or default_name(command, prog, backend)
-    target_free(name, root, overwrite)
+    check_free(name, root, overwrite)
     line = shlex.join(command)
     with tempfile.TemporaryDirectory(prefix="workbench-capture-") as tmp:
         with Phases(progress).phase("run", line):

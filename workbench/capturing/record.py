@@ -23,12 +23,12 @@ class record:
 
     def __init__(self, name: str, *, backend: str = "torch", root: str | Path | None = None,
                  overwrite: bool = False, keep_raw: bool = False, progress: bool = True):
-        from .store_capture import target_free
+        from ..trace.store import check_free
 
         if backend != "torch":
             raise WorkbenchError(f"backend {backend}", "cannot record this process from inside it: use "
                                  "wb.profile_call('module:function', backend='nsys'), which runs it in a child")
-        target_free(name, root, overwrite)
+        check_free(name, root, overwrite)
         self.name, self.root, self.overwrite, self.keep_raw, self.progress = name, root, overwrite, keep_raw, progress
         self.trace = None
         self.wall_s = None

@@ -6,19 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import WorkbenchError
 from .progress import Phases
-
-
-def target_free(name: str, root, overwrite: bool) -> None:
-    """Refuse, before any work, a bad name or one already stored."""
-    from ..trace import default_root
-    from ..trace.store import check_name
-
-    check_name(name)
-    target = Path(root) if root is not None else default_root()
-    if (target / name).exists() and not overwrite:
-        raise WorkbenchError(target / name, "a trace with this name exists (choose another name, or overwrite)")
 
 
 def store_new(raw: Path, meta: dict, name: str, *, root=None, overwrite: bool = False, keep_raw: bool = False,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import unicodedata
 from pathlib import Path
 
 from ...errors import WorkbenchError
@@ -13,13 +14,24 @@ from ..schema import TABLES
 
 
 MANIFEST = "manifest.json"
+# A trace set's manifest (``sets``): a directory holding one is a set, not a trace.
+SET_MANIFEST = "set.json"
 
 
 # 2: kernels carry range_id (format-1 traces get it derived on load).
 FORMAT_VERSION = 2
 
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=-]{0,127}$")
+# A trace or set name is a directory name on Linux, macOS and Windows alike: letters and
+# digits of any script (str.isalnum) and these, a letter or digit first.
+NAME_PUNCTUATION = "._+=-"
+# At most this many characters, and bytes of UTF-8: a directory name holds 255 bytes, and a
+# save's hidden ".tmp-<name>-xxxxxxxx" beside it adds 14.
+MAX_NAME_CHARS, MAX_NAME_BYTES = 128, 200
+# What Windows takes for a device, whatever follows the first dot ("nul.json" too).
+_WINDOWS_DEVICES = {"con", "prn", "aux", "nul", *(f"{d}{i}" for d in ("com", "lpt") for i in range(1, 10))}
+NAME_RULE = (f"use letters and digits (any script) and {' '.join(NAME_PUNCTUATION)}, a letter or digit first, at "
+             f"most {MAX_NAME_CHARS} characters")
 
 
 def default_root(search: bool = False) -> Path:
@@ -38,19 +50,66 @@ def default_root(search: bool = False) -> Path:
     return Path("traces").resolve()
 
 
-def safe_name(text: str, fallback: str) -> str:
-    """A legal trace name made from ``text`` (a file or program name): other characters
-    replaced, no leading dot, dash or underscore, at most 128; ``fallback`` when nothing is left."""
-    return re.sub(r"[^A-Za-z0-9._+=-]", "_", text).lstrip("._-")[:128] or fallback
+def name_problem(name: object) -> str | None:
+    """Why ``name`` cannot name a stored trace or set (None: it can): a path separator, a
+    control character, ``..``, a hidden or Windows device name, or one too long."""
+    if not isinstance(name, str) or not name:
+        return "empty" if name == "" else f"not text: {type(name).__name__}"
+    bad = next((c for c in name if not (c.isalnum() or c in NAME_PUNCTUATION)), None)
+    if bad is not None:
+        return f"{bad!r} is not allowed"
+    if unicodedata.normalize("NFC", name) != name:
+        # macOS stores names composed: "u" + U+0308 and "ü" would be one directory there.
+        return "not in Unicode NFC form"
+    if not name[0].isalnum():
+        return f"it starts with {name[0]!r}"
+    if ".." in name or name.endswith("."):
+        return "'..' or a final '.' is not allowed"
+    if name.split(".")[0].lower() in _WINDOWS_DEVICES:
+        return "a device name on Windows"
+    if len(name) > MAX_NAME_CHARS or len(name.encode()) > MAX_NAME_BYTES:
+        return f"too long ({len(name)} characters, {len(name.encode())} bytes of UTF-8)"
+    return None
 
 
 def check_name(name: str) -> str:
-    """Reject names that could escape the store or hide files (``..``, ``/``, leading dot)."""
-    if not isinstance(name, str) or not _NAME.fullmatch(name) or ".." in name:
-        raise WorkbenchError(
-            name, "invalid trace name: use letters, digits and . _ + = - (no path separators, no leading dot, at most 128)"
-        )
+    """``name``, or one line saying why it cannot name a trace (see :func:`name_problem`)."""
+    problem = name_problem(name)
+    if problem is not None:
+        raise WorkbenchError(name, f"invalid trace name ({problem}): {NAME_RULE}")
     return name
+
+
+def safe_name(text: str, fallback: str) -> str:
+    """A legal trace name made from ``text`` (a file or program name): letters of any script
+    kept, every other character ``_``, a letter or digit first, no ``..``, cut to the limits;
+    ``fallback`` when nothing is left."""
+    kept = "".join(c if c.isalnum() or c in NAME_PUNCTUATION else "_" for c in unicodedata.normalize("NFC", text))
+    kept = re.sub(r"\.{2,}", ".", kept)
+    kept = re.sub(r"^[\W_]+", "", kept)[:MAX_NAME_CHARS]
+    while len(kept.encode()) > MAX_NAME_BYTES:
+        kept = kept[:-1]
+    kept = kept.rstrip(".")
+    stem, dot, rest = kept.partition(".")
+    if stem.lower() in _WINDOWS_DEVICES:
+        kept = f"{stem}_{dot}{rest}"
+    return kept if name_problem(kept) is None else fallback
+
+
+def check_free(name: str, root: str | os.PathLike | None, overwrite: bool, derived_from: str | None = None) -> Path:
+    """``<root>/<name>``, refused before any work where the name is bad, a trace set's, or a
+    stored trace's (unless ``overwrite``). ``derived_from``: the file or program the name was
+    made from, said in the refusal (two files can make one name)."""
+    check_name(name)
+    root = Path(root) if root is not None else default_root()
+    final = root / name
+    if (final / SET_MANIFEST).is_file():
+        raise WorkbenchError(final, "a trace set has this name (choose another --name)")
+    if final.exists() and not overwrite:
+        made = f"; the name was made from {derived_from!r}" if derived_from is not None else ""
+        raise WorkbenchError(final, f"a trace with this name exists{made} (choose another --name, or replace it "
+                                    "with --force)")
+    return final
 
 
 def is_trace_dir(path: Path) -> bool:
@@ -79,4 +138,4 @@ def list_traces(root: str | os.PathLike | None = None) -> list[str]:
         return []
     # Only names ``check_name`` accepts: a directory someone made by hand called "\x1b[31m"
     # (a terminal escape) or "a b" is not a trace the workbench stored and is not listed.
-    return sorted(p.name for p in root.iterdir() if _NAME.fullmatch(p.name) and ".." not in p.name and is_trace_dir(p))
+    return sorted(p.name for p in root.iterdir() if name_problem(p.name) is None and is_trace_dir(p))

@@ -16,10 +16,9 @@ import tempfile
 from pathlib import Path
 
 from ...errors import WorkbenchError
-from .layout import check_name, default_root, is_trace_dir, list_traces
+from .layout import SET_MANIFEST, check_name, default_root, is_trace_dir, list_traces
 from .write import _TMP, _publish, _sweep, dump_manifest
 
-SET_MANIFEST = "set.json"
 SET_FORMAT = 1
 # What each member is in the job: its rank, its rank on its host, the host, the run it is a
 # part of (one nightly run, one benchmark repetition) and the variant it ran.
@@ -94,9 +93,10 @@ def new_set_dir(name: str, root: str | os.PathLike | None, overwrite: bool) -> t
     root = Path(root) if root is not None else default_root()
     final = root / name
     if is_trace_dir(final):
-        raise WorkbenchError(final, "a trace with this name exists (choose another set name)")
+        raise WorkbenchError(final, "a trace with this name exists (choose another --set NAME)")
     if final.exists() and not overwrite:
-        raise WorkbenchError(final, "a trace set with this name exists (choose another name, or overwrite)")
+        raise WorkbenchError(final, "a trace set with this name exists (choose another --set NAME, or replace it with "
+                                    "--force)")
     try:
         root.mkdir(parents=True, exist_ok=True)
         _sweep(root)

@@ -22,7 +22,7 @@ from typing import Any
 from ...errors import WorkbenchError
 from ..options import DEFAULT, ImportOptions
 from ..schema import SCHEMA, TABLES, Trace
-from .layout import FORMAT_VERSION, MANIFEST, check_name, content_hash, default_root
+from .layout import FORMAT_VERSION, MANIFEST, check_free, content_hash, default_root
 from .raw import check_raw, store_raw
 
 
@@ -59,14 +59,11 @@ def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, over
     ``raw``: the original capture's files, kept under ``raw/`` in the same atomic step (see
     ``store.raw``); without it a trace is stored without them, even one loaded with some.
     """
-    check_name(name)
     raw = check_raw(raw) if raw is not None else []
     root = Path(root) if root is not None else default_root()
-    final = root / name
     try:
+        final = check_free(name, root, overwrite)
         root.mkdir(parents=True, exist_ok=True)
-        if final.exists() and not overwrite:
-            raise WorkbenchError(final, "a trace with this name exists (choose another --name, or overwrite)")
         _sweep(root)
         tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP}{name}-", dir=root))
     except OSError as e:
