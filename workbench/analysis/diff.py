@@ -34,6 +34,13 @@ from .projection import NO_LAUNCH, NO_RANGE, project
 from .stats import Comparison, compare_timing
 from .steps import DECODE, NO_STEP, PHASES, PREFILL, step_parts, trace_steps_info
 
+# The keys of kernels launched directly in a step range or a prefill model call, which no
+# named range holds: any two traces with steps have them (see ``step_free``).
+STEP_KEY, PREFILL_KEY = "(step)", "prefill"
+# Keys any two traces can share without sharing a range: they alone are nothing in common
+# where either trace has named ranges.
+PLACEHOLDERS = (STEP_KEY, PREFILL_KEY, NO_RANGE, NO_LAUNCH)
+
 
 @dataclass
 class TraceDiff:
@@ -56,6 +63,24 @@ class TraceDiff:
     @property
     def common(self) -> int:
         return int((self.ranges["status"] == "both").sum()) if len(self.ranges) else 0
+
+    def nothing_in_common(self, sides: tuple[str, str] = ("A", "B")) -> str | None:
+        """Why the two traces have nothing to compare range by range, in a line that diffs and
+        reports alike print (``sides``: what they call the two traces); None where they share a
+        named range, or where neither has one (two traces of flat steps compare step to step).
+        A shared placeholder (``(step)``, ``(no range)``, ...) alone is nothing in common."""
+        r = self.ranges
+        if not len(r):
+            return None
+        named = ~r["range"].isin(PLACEHOLDERS)
+        both = r["status"] == "both"
+        if (both & named).any() or (both.any() and not named.any()):
+            return None
+        a, b = sides
+        shared = ", ".join(r.loc[both, "range"].astype(str))
+        return (f"no range in common between {a} and {b}: their range paths differ entirely "
+                f"({int((r['status'] == 'only_a').sum())} only in {a}, {int((r['status'] == 'only_b').sum())} only in "
+                f"{b}" + (f"; only the placeholder {shared} in both" if shared else "") + ")")
 
     def changed(self, n: int = 10) -> pd.DataFrame:
         """The changed ranges (``ranges.changed``: see :func:`diff`), largest GPU time change first."""
@@ -247,7 +272,7 @@ def step_free(paths: np.ndarray, stepped: np.ndarray, part: np.ndarray | None = 
         above = "[^/]*/" * d  # spelled out: RE2 bounds a counted repetition at 1000
         rest = pc.replace_substring_regex(sub, pattern=f"^({above})[^/]*/",
                                           replacement=r"\1prefill/" if into else r"\1", max_replacements=1)
-        end = "prefill" if into else "(step)"
+        end = PREFILL_KEY if into else STEP_KEY
         cut = pc.if_else(pc.match_substring_regex(sub, f"^{above}[^/]*/"), rest, pa.scalar(end, pa.large_string()))
         keys = pc.replace_with_mask(keys, pa.array(sel), cut)
     encoded = pc.dictionary_encode(keys)

@@ -58,6 +58,8 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
     busies = [results.busy(i) for i in inputs]
     words = words_of(i.meta for i in inputs)
     headline = results.headline(phases, comps, launches, busies, words)
+    if none := d.nothing_in_common(("base", "fix")):  # first: it tells how to read every number after it
+        headline.insert(0, Headline("range paths", "", "", none, caveat=True))
     correctness, corr_gaps, corr_summary = checks.correctness(inputs)
     if checks.outputs(base.meta) is not None and checks.outputs(fix.meta) is not None:
         headline.append(Headline("outputs", "", "", corr_summary[0]))

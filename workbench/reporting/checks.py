@@ -139,8 +139,8 @@ def gaps(inputs: list[Input], phases: list[dict], d, sweep: Sweep | None, corr_g
         n, by_capture = graph_counts(i.meta)
         if by_capture < n:
             gaps.append([f"{i.role} ", Code(i.name), f": {graph_note(i.meta)}"])
-    if d.common == 0:
-        gaps.append(["base and fix share no range path: no per-range comparison possible"])
+    if none := d.nothing_in_common(("base", "fix")):
+        gaps.append([f"{none}: no per-range comparison possible"])
     if sweep is not None:
         gaps += [["sweep: ", Code(s)] for s in sweep.not_run]
     engines = {str(get(i.meta, "capture", "engine")) for i in inputs if get(i.meta, "capture", "engine")}

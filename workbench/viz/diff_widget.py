@@ -188,9 +188,8 @@ class TraceDiffWidget(widgets.VBox):
                 f"<b>{num(t['kernels_per_step_a'])} \u2192 {num(t['kernels_per_step_b'])}</b>, GPU time/step "
                 f"<b>{us(t['gpu_time_per_step_ns_a'])} \u2192 {us(t['gpu_time_per_step_ns_b'])}</b> "
                 f"({t['steps_a']} vs {t['steps_b']} captured steps; {d.common} ranges in common)</div>")
-        if d.common == 0:
-            head += (f"<div style='color:{STATUS_TEXT['removed']}'>No range in common between A and B: their "
-                     f"range paths differ entirely ({t['only_a_ranges']} only in A, {t['only_b_ranges']} only in B).</div>")
+        if none := d.nothing_in_common():
+            head += f"<div style='color:{STATUS_TEXT['removed']}'>{_e(none[0].upper() + none[1:])}.</div>"
         self.summary.value = head
         v = self.scope.value
         try:
