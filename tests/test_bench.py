@@ -150,7 +150,7 @@ def test_refusals_are_one_line_and_write_nothing(store, calls, capsys):
         ((store, "bench", "cpu-full", "decoder:bogus=1"), "unknown variant key"),
         ((store, "bench", "cpu-full", "decoder:engine=warp"), "unknown engine"),
         ((store, "bench", "cpu-full", "call-small", "--trust-code"), "time different things"),
-        ((store, "bench", "cpu-full", "cpu-bucketed", "--rounds", "1"), "rounds must be at least 2"),
+        ((store, "bench", "cpu-full", "cpu-bucketed", "--rounds", "1"), "--rounds 1: expected a whole number of at least 2"),
         ((store, "bench", "cpu-full", "cpu-full", "--store"), "given twice"),
         ((committed, "bench", "h200-user-mlp-nsys", "h200-user-mlp-torch"), "cannot be re-timed in this process"),
         ((committed, "bench", "ref-h200-kvwrite-unfused-nsys", "ref-h200-kvwrite-fused-nsys"),

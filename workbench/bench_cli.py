@@ -9,14 +9,19 @@ from .textfmt import ms
 
 
 def add_parser(sub) -> None:
+    from .arguments import count, device
+
     s = sub.add_parser("bench", help="time stored variants (or WORKLOAD:key=value,...) interleaved in one process, "
                                      "with confidence intervals against the first")
     s.add_argument("refs", nargs="+", metavar="VARIANT",
                    help="a stored trace captured from a workload or a --call, or WORKLOAD:key=value,... "
                         "(engine=KIND picks the engine; WORKLOAD: alone is its defaults); the first is the base")
-    s.add_argument("--rounds", type=int, default=10, help="rounds; each runs every variant once (default 10)")
-    s.add_argument("--device", help="device the workloads run on (default: the traces' own, else cuda when available)")
-    s.add_argument("--steps", type=int, default=None, help="decode steps per repetition (default: each trace's own, "
+    # At least 2 rounds: each gives every variant one sample (capturing.bench).
+    s.add_argument("--rounds", type=count("--rounds", 2), default=10,
+                   help="rounds; each runs every variant once (default 10)")
+    s.add_argument("--device", type=device,
+                   help="device the workloads run on (default: the traces' own, else cuda when available)")
+    s.add_argument("--steps", type=count("--steps"), default=None, help="decode steps per repetition (default: each trace's own, "
                                                            "else 3)")
     s.add_argument("--store", action="store_true",
                    help="write each stored trace's samples into its manifest as timing_bench (workbench diff "

@@ -5,9 +5,10 @@ Every user error prints one line ``workbench: <where>: <problem>`` and exits 2.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+
+from .arguments import Parser, count, layer_regex, query, regex, trace_name
 
 
 def _print_table(df, as_json: bool, out=None) -> None:
@@ -58,10 +59,11 @@ def import_options(args):
 
 def add_phase_args(s) -> None:
     """--step-regex / --prefill-regex: which ranges are steps and which are prefill."""
-    s.add_argument("--step-regex", default=None,
+    s.add_argument("--step-regex", default=None, type=regex("--step-regex"),
                    help="ranges that are steps, at any depth (default: ^(step|ProfilerStep); a trace without "
                         "any takes each model call as a step)")
-    s.add_argument("--prefill-regex", default=None, help="ranges that are prefill work (default: ^prefill)")
+    s.add_argument("--prefill-regex", default=None, type=regex("--prefill-regex"),
+                   help="ranges that are prefill work (default: ^prefill)")
 
 
 def apply_phase_args(trace, args) -> None:
@@ -71,19 +73,36 @@ def apply_phase_args(trace, args) -> None:
 
 
 def cmd_import(args) -> int:
+    from pathlib import Path
+
     from .sets_cli import maybe_import
     from .trace import import_file, save
+    from .trace.store import check_free
 
     if (done := maybe_import(args, import_options(args))) is not None:  # import --set NAME FILES...
         return done
+    name = args.name or _default_name(args.src)
+    # A taken name is refused before the file is read; one made from the file name says so,
+    # as two file names can make one trace name ("x:1.json", "x;1.json").
+    check_free(name, args.root, args.force, derived_from=None if args.name else Path(args.src).name)
     trace = import_file(args.src, import_options(args))
     apply_phase_args(trace, args)
-    name = args.name or _default_name(args.src)
     path = save(trace, name, args.root, overwrite=args.force, raw=[args.src] if args.keep_raw else None)
     counts = ", ".join(f"{v} {k}" for k, v in trace.meta["counts"].items())
     kept = ", raw capture kept" if args.keep_raw else ""
     print(f"stored {path} ({counts}{kept})")
+    _print_source_note(trace.meta)
     return 0
+
+
+def _print_source_note(meta: dict) -> None:
+    """The importer's note on the source (GPU activity not imported, one process assumed), as
+    one ``# ...`` line."""
+    from .textsafe import one_line
+    from .trace.schema import source_note
+
+    if source_note(meta):
+        print(f"# {one_line(source_note(meta), 2000)}")
 
 
 def _default_name(src: str) -> str:
@@ -124,6 +143,7 @@ def cmd_summary(args) -> int:
               f"{len(trace.ranges)} ranges, by {args.by}")
         if graph_note(trace.meta):
             print(f"# {graph_note(trace.meta)}")
+        _print_source_note(trace.meta)
     _print_table(df, args.json)
     return 0
 
@@ -167,19 +187,19 @@ def cmd_list(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> Parser:
     from .sets_cli import GROUPINGS, add_executor_args, add_import_args
 
-    p = argparse.ArgumentParser(prog="workbench", description="GPU performance workbench for LLM inference engines")
+    p = Parser(prog="workbench", description="GPU performance workbench for LLM inference engines")
     p.add_argument("--root", default=None, help="trace store directory (default: $WORKBENCH_TRACES or ./traces)")
-    p.add_argument("--threads", type=_positive_int, default=None,
+    p.add_argument("--threads", type=count("--threads"), default=None,
                    help="most threads an import uses (default: one per available CPU)")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("import", help="import a capture (nsys .sqlite/.nsys-rep, torch.profiler .json[.gz]) into the store")
     s.add_argument("src")
     s.add_argument("more", nargs="*", help="more captures, with --set")
-    s.add_argument("--name", help="stored trace name (default: from the file name)")
+    s.add_argument("--name", type=trace_name("--name"), help="stored trace name (default: from the file name)")
     s.add_argument("--force", action="store_true", help="replace a stored trace of the same name")
     s.add_argument("--keep-raw", action="store_true",
                    help="also keep SRC itself in the trace directory, under raw/ (gzipped)")
@@ -193,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--by", choices=GROUPINGS, default="range", metavar="BY",
                    help="range, layer, kernel, path, step or phase; of a trace set also rank, rank,X (X one of "
                         "those), busy, straggler or collective (default range)")
-    s.add_argument("--layer-regex", default=None, help="regex whose first group is the layer index")
+    s.add_argument("--layer-regex", default=None, type=layer_regex, help="regex whose first group is the layer index")
     add_phase_args(s)
     s.add_argument("--json", action="store_true", help="print a JSON list of rows")
     add_executor_args(s)
@@ -201,8 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("sql", help="DuckDB SQL over kernels, ranges, api, memcpy, memset and projected")
     s.add_argument("trace")
-    s.add_argument("query")
-    s.add_argument("--layer-regex", default=None)
+    s.add_argument("query", type=query, help="one SELECT statement; it reads the trace's tables and nothing else")
+    s.add_argument("--layer-regex", default=None, type=layer_regex)
     add_phase_args(s)
     s.add_argument("--json", action="store_true")
     add_executor_args(s)
@@ -214,16 +234,6 @@ def build_parser() -> argparse.ArgumentParser:
     for module in ("capturing.cli", "diff_cli", "bench_cli", "reporting.cli", "demo", "export_cli"):
         _optional(sub, module)
     return p
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
-    return value
 
 
 def _optional(sub, module: str) -> None:
@@ -250,10 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     tail = None
     if "--" in argv and "capture" in argv[:argv.index("--")]:
         argv, tail = argv[:argv.index("--")], argv[argv.index("--") + 1:]
-    args = parser.parse_args(argv)
-    if tail is not None:
-        args.command_argv = tail
+    args = None
     try:
+        args = parser.parse_args(argv)  # every option checked here (arguments.py): one line if bad
+        if tail is not None:
+            args.command_argv = tail
         return int(args.func(args) or 0)
     except WorkbenchError as e:
         from .textsafe import one_line
@@ -263,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         from .textsafe import one_line
 
-        where = getattr(args, "src", None) or getattr(args, "trace", None) or args.command
+        where = getattr(args, "src", None) or getattr(args, "trace", None) or getattr(args, "command", "workbench")
         print(f"workbench: {one_line(str(where), 2000)}: out of memory (the trace or the result is too large)",
               file=sys.stderr)
         return 2

@@ -32,10 +32,12 @@ CPU_VARIANT = {"layers": 4, "rows": 2048, "ctx": 64}
 
 
 def add_parser(sub) -> None:
+    from .arguments import device
+
     s = sub.add_parser("demo", help="the main job: diff the committed traces, capture the decoder, write reports")
     s.add_argument("--out", default="out", help="directory for the reports (default ./out)")
     s.add_argument("--no-capture", action="store_true", help="skip the live capture")
-    s.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    s.add_argument("--device", default=None, type=device, help="cpu or cuda (default: cuda when available)")
     s.set_defaults(func=run)
 
 

@@ -23,6 +23,7 @@ _SOURCE = {"timing": "capture samples", "timing_bench": "bench samples"}
 
 
 def add_parser(sub) -> None:
+    from .arguments import count, gate, layer_regex
     from .cli import add_phase_args
     from .sets_cli import add_executor_args
 
@@ -30,12 +31,12 @@ def add_parser(sub) -> None:
                                     "trace sets rank against rank")
     s.add_argument("a", help="base trace (stored name/dir or capture file), or trace set")
     s.add_argument("b", help="changed trace, or trace set")
-    s.add_argument("--layer-regex", default=None)
+    s.add_argument("--layer-regex", default=None, type=layer_regex)
     add_phase_args(s)
-    s.add_argument("--top", type=int, default=10, help="changed ranges to show (default 10)")
+    s.add_argument("--top", type=count("--top"), default=10, help="changed ranges to show (default 10)")
     s.add_argument("--json", action="store_true",
                    help="print a JSON object: ranges, timing, totals, steps")
-    s.add_argument("--fail-if", action="append", default=[], metavar="GATE",
+    s.add_argument("--fail-if", action="append", default=[], metavar="GATE", type=gate,
                    help="exit 1 if B is worse: kernels_per_step>N, gpu_time_per_step>N%%, kernels>N, gpu_time>N%%; "
                         "decode_step>N%%, prefill>N%%, call>N%% (B significantly slower and by more than N%%) "
                         "(repeatable)")
@@ -50,7 +51,7 @@ def _us(ns: float) -> str:
 
 def run(args) -> int:
     from .analysis.diff import diff
-    from .analysis.gates import check_gates, parse_gate
+    from .analysis.gates import check_gates
     from .textsafe import clean
     from .cli import _print_table, apply_phase_args, import_options
     from .trace import open_trace
@@ -59,8 +60,6 @@ def run(args) -> int:
 
     if (done := maybe_diff(args, _print_table)) is not None:  # two trace sets, rank against rank
         return done
-    for gate in args.fail_if:  # a bad gate is refused before any trace is read
-        parse_gate(gate)
     a = open_trace(args.a, args.root, import_options(args))
     b = open_trace(args.b, args.root, import_options(args))
     for t in (a, b):
@@ -96,9 +95,8 @@ def _text(d, top: int, clean, timing: str, graphs: tuple) -> None:
         f"GPU time/step {_us(t['gpu_time_per_step_ns_a'])} -> {_us(t['gpu_time_per_step_ns_b'])}; "
         f"total kernels {t['kernels_a']} -> {t['kernels_b']}\n")
     out(timing)
-    if d.common == 0:
-        out("\nno range in common between A and B: their range paths differ entirely "
-            f"({t['only_a_ranges']} only in A, {t['only_b_ranges']} only in B); nothing to compare range by range.\n")
+    if none := d.nothing_in_common():
+        out(f"\n{none}; nothing to compare range by range.\n")
     else:
         changed = d.changed(top)
         both = d.ranges[d.ranges["status"] == "both"]

@@ -24,9 +24,11 @@ GROUPINGS = (*TRACE_BY, "rank", *(f"rank,{b}" for b in TRACE_BY), *VIEWS)
 
 
 def add_executor_args(s) -> None:
+    from .arguments import count
+
     s.add_argument("--executor", choices=EXECUTORS, default="local",
                    help="where a trace set's per-member work runs: local processes, or Ray (default local)")
-    s.add_argument("--workers", type=int, default=None,
+    s.add_argument("--workers", type=count("--workers"), default=None,
                    help="local worker processes (default: one per CPU; 1: in this process), or the CPUs of a Ray "
                         "instance started here")
     s.add_argument("--ray-address", default=None,
@@ -34,7 +36,9 @@ def add_executor_args(s) -> None:
 
 
 def add_import_args(s) -> None:
-    s.add_argument("--set", dest="set_name", metavar="NAME", default=None,
+    from .arguments import trace_name
+
+    s.add_argument("--set", dest="set_name", metavar="NAME", default=None, type=trace_name("--set"),
                    help="import every SRC (files, stored traces, folders, globs) as the members of trace set NAME")
     s.add_argument("--split", default="auto",
                    help="with --set: how a capture holding several processes or GPUs becomes members: auto, "
@@ -61,6 +65,8 @@ def maybe_import(args, options) -> int | None:
     if not args.set_name:
         if args.more:
             raise WorkbenchError(args.more[0], "a second file: import several files as a trace set, with --set NAME")
+        if args.split != "auto" or args.run_id or args.variant:  # else silently ignored
+            raise WorkbenchError("--split, --run-id, --variant", "apply to a trace set, imported with --set NAME")
         return None
     if args.name or args.keep_raw or args.step_regex or args.prefill_regex:
         raise WorkbenchError(f"--set {args.set_name}", "--name, --keep-raw, --step-regex and --prefill-regex apply "

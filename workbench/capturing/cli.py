@@ -14,6 +14,7 @@ import sys
 
 
 def add_parser(subparsers) -> None:
+    from ..arguments import assignment, backend, count, device, engine, regex, trace_name
     from ..engines import KINDS
     from ..vocabulary import CAPTURE_BACKENDS as BACKENDS
     from . import DEVICES
@@ -27,24 +28,27 @@ def add_parser(subparsers) -> None:
                    "MODULE:ATTRIBUTE")
     s.add_argument("--call", metavar="MODULE:FUNCTION", help="time and record this function (no arguments), "
                    "imported from the current directory")
-    s.add_argument("--backend", default="torch", help=f"one of {', '.join(BACKENDS)} (default torch)")
-    s.add_argument("--name", help="stored trace name (default: from the script, function or workload variant)")
+    s.add_argument("--backend", default="torch", type=backend, help=f"one of {', '.join(BACKENDS)} (default torch)")
+    s.add_argument("--name", type=trace_name("--name"), help="stored trace name (default: from the script, function or workload variant)")
     s.add_argument("--windows", action="store_true", help="COMMAND: record only the first window the program opens "
                    "(workbench.window(), or cudaProfilerStart/Stop), not the whole run")
-    s.add_argument("--modules", nargs="?", const=True, default=False, metavar="REGEX",
+    s.add_argument("--modules", nargs="?", const=True, default=False, metavar="REGEX", type=regex("--modules"),
                    help="COMMAND (a Python program): a range around each call of the program's nn.Modules whose "
                         "path matches REGEX (default: decoder layers and their children, embeddings, final norm, "
                         "head; see wb.annotate_modules)")
     s.add_argument("--keep-raw", action="store_true", help="store the raw capture (.nsys-rep / Kineto JSON, gzipped) "
                    "beside the tables")
-    s.add_argument("--variant", action="append", metavar="KEY=VALUE", default=[],
+    s.add_argument("--variant", action="append", metavar="KEY=VALUE", default=[], type=assignment,
                    help="workload variant setting, repeatable (decoder: kv_write=unfused|fused, "
                         "cache_rows=full|bucketed, ctx=N, layers=N, rows=N, ...)")
-    s.add_argument("--engine", default="eager", help=f"workload: one of {', '.join(KINDS)} (default eager)")
-    s.add_argument("--steps", type=int, default=None, help="recorded decode steps / calls (default 3 / 1)")
-    s.add_argument("--repeats", type=int, default=10, help="timed repetitions before the capture (default 10)")
-    s.add_argument("--warmup", type=int, default=2, help="untimed warm-up repetitions (default 2)")
-    s.add_argument("--device", help=f"workload: one of {', '.join(DEVICES)} (default: cuda when available)")
+    s.add_argument("--engine", default="eager", type=engine, help=f"workload: one of {', '.join(KINDS)} (default eager)")
+    # At least 1 each, as capture and profile_call require.
+    s.add_argument("--steps", type=count("--steps"), default=None, help="recorded decode steps / calls (default 3 / 1)")
+    s.add_argument("--repeats", type=count("--repeats"), default=10,
+                   help="timed repetitions before the capture (default 10)")
+    s.add_argument("--warmup", type=count("--warmup"), default=2, help="untimed warm-up repetitions (default 2)")
+    s.add_argument("--device", type=device,
+                   help=f"workload: one of {', '.join(DEVICES)}, cuda:N (default: cuda when available)")
     # SUPPRESS keeps the top-level --root when this one is not given.
     s.add_argument("--root", default=argparse.SUPPRESS, help="trace store directory")
     s.add_argument("--force", action="store_true", help="replace a stored trace of the same name")

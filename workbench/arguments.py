@@ -1,0 +1,118 @@
+"""Reading the command line: the parser every ``workbench`` command uses, and the checked types
+of its options.
+
+Each value is checked while the command line is read, before anything is opened, run or
+stored, by the same rule the API applies (a trace name by the store's, a layer regex by
+``analysis.layers``' ...), so a bad one ends the command in one line naming it, exit 2. The
+parser's own complaints (an unknown option, a value not among the choices, a missing
+argument) are one line too, not a usage block.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Callable
+
+from .errors import WorkbenchError
+
+
+class Parser(argparse.ArgumentParser):
+    """``argparse`` with one-line errors: raised as :class:`WorkbenchError` (naming the
+    subcommand), which ``cli.main`` prints and exits 2 on; its subcommands' parsers are of
+    this class too."""
+
+    def error(self, message: str):
+        where = self.prog.split(" ", 1)[1] if " " in self.prog else "command line"
+        raise WorkbenchError(where, message)
+
+
+def count(option: str, minimum: int = 1) -> Callable[[str], int]:
+    """A whole number of at least ``minimum`` for ``option``; ``-1`` or ``1.5`` is refused
+    rather than read as something else."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise WorkbenchError(f"{option} {text}", f"expected a whole number of at least {minimum}")
+        return value
+
+    return parse
+
+
+def _checked(option: str, kind: str) -> Callable[[str], str]:
+    """A type that checks the text by the rule of ``kind`` (see :func:`_check`) and keeps it;
+    its refusal is said of ``option`` and the value given, whatever the rule's module calls it."""
+
+    def parse(text: str) -> str:
+        try:
+            _check(kind, text)
+        except WorkbenchError as e:
+            raise WorkbenchError(f"{option} {text!r}", e.problem) from None
+        return text
+
+    return parse
+
+
+def _check(kind: str, text: str) -> None:
+    """The rule of the module that uses a value of ``kind``, imported only when such a value is
+    read: the command line starts without pandas and the rest."""
+    if kind == "regex":
+        from .patterns import compile_regex
+
+        compile_regex(text, "regex")
+    elif kind == "layer regex":  # compiles, has a group
+        from .analysis.layers import layer_pattern
+
+        layer_pattern(text)
+    elif kind == "name":
+        from .trace.store import check_name
+
+        check_name(text)
+    elif kind == "gate":
+        from .analysis.gates import parse_gate
+
+        parse_gate(text)
+    elif kind == "query":  # one read-only statement
+        from .trace.sql import check_query
+
+        check_query(text, "query")
+    elif kind == "device":  # cpu, cuda, cuda:N
+        from .capturing import check_device
+
+        check_device(text)
+    elif kind == "backend":
+        from .capturing import check_backend
+
+        check_backend(text)
+    elif kind == "engine":
+        from .engines import check_kind
+
+        check_kind(text)
+    elif kind == "assignment":  # KEY=VALUE
+        from .workloads import parse_assignments
+
+        parse_assignments([text])
+    else:
+        raise LookupError(f"no rule for {kind!r}")  # a mistake here, not the user's: argparse lets it through
+
+
+def regex(option: str) -> Callable[[str], str]:
+    """A regular expression that compiles."""
+    return _checked(option, "regex")
+
+
+def trace_name(option: str) -> Callable[[str], str]:
+    """A name the store takes for a trace or set (``trace.store.check_name``)."""
+    return _checked(option, "name")
+
+
+layer_regex = _checked("--layer-regex", "layer regex")
+gate = _checked("--fail-if", "gate")
+query = _checked("query", "query")
+device = _checked("--device", "device")
+backend = _checked("--backend", "backend")
+engine = _checked("--engine", "engine")
+assignment = _checked("--variant", "assignment")
