@@ -46,6 +46,7 @@ class Result:
         if self._html is None:
             from . import figures, html
 
+            html.require_plotly()
             primary = [k.rsplit(".", 1)[-1] for k, _, _ in self.model.variant_changes]  # what base/fix vary
             figs = figures.build(self._inputs, self._diff, self.model.changed_ranges, self.model.words, self._sweep,
                                  primary)
@@ -64,8 +65,9 @@ def report(base, fix, *more, html: str | os.PathLike | None = None, md: str | os
     ``sweep`` results JSON (also accepted among ``more``); write ``html`` and/or ``md`` if given.
 
     Raises :class:`~workbench.WorkbenchError` for a missing trace, traces of different workloads
-    (unless ``allow_mixed``), or an output path that is a directory or in a missing folder;
-    nothing is written unless every output rendered.
+    (unless ``allow_mixed``), an output path that is a directory or in a missing folder, or
+    ``html`` where plotly (the ``viz`` extra) is not installed; nothing is written unless every
+    output rendered.
     """
     from ..analysis.diff import diff
     from ..errors import WorkbenchError
@@ -74,6 +76,10 @@ def report(base, fix, *more, html: str | os.PathLike | None = None, md: str | os
 
     _no_sets((base, fix, *more), root)
     targets = output.check_targets(html=html, md=md)
+    if "html" in targets:  # before any trace is read
+        from .html import require_plotly
+
+        require_plotly()
     traces = []
     for m in more:  # a sweep results file may come among the traces, as on the command line
         if is_sweep_file(m):

@@ -6,6 +6,8 @@ import sys
 
 
 def add_parser(sub) -> None:
+    from ..arguments import layer_regex
+
     s = sub.add_parser("report", help="self-contained HTML and PR-ready Markdown from stored traces (and a sweep)")
     s.add_argument("base", help="base trace: stored name/dir or capture file")
     s.add_argument("fix", help="changed trace")
@@ -15,18 +17,29 @@ def add_parser(sub) -> None:
     s.add_argument("--sweep", default=None, help="sweep results JSON (latency vs context length per variant)")
     s.add_argument("--title", default=None)
     s.add_argument("--allow-mixed", action="store_true", help="allow traces of different workloads")
-    s.add_argument("--layer-regex", default=None, help="regex whose first group is the layer index")
+    s.add_argument("--layer-regex", default=None, type=layer_regex, help="regex whose first group is the layer index")
     s.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from ..errors import WorkbenchError
     from . import report
+    from .html import require_plotly
 
-    r = report(args.base, args.fix, *args.more, html=args.html, md=args.md, sweep=args.sweep, title=args.title,
+    html, missing = args.html, None
+    if html is not None:
+        try:
+            require_plotly()
+        except WorkbenchError as e:  # the Markdown report needs no plotly: it is still made
+            html, missing = None, e
+    r = report(args.base, args.fix, *args.more, html=html, md=args.md, sweep=args.sweep, title=args.title,
                allow_mixed=args.allow_mixed, root=args.root, layer_regex=args.layer_regex)
     if not r.written:
         sys.stdout.write(r.markdown)
     else:
         for p in r.written:
             print(f"wrote {p}")
+    if missing is not None:
+        raise WorkbenchError(args.html, f"not written: {missing.problem}; the Markdown report was "
+                                        f"{'written' if r.written else 'printed'}")
     return 0

@@ -67,12 +67,24 @@ def _json_for_script(s: str) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
-def _plotly_js() -> str:
+# What installs plotly: pyproject.toml's extra of that name.
+VIZ_EXTRA = "viz"
+
+
+def require_plotly():
+    """``plotly.io``, or one line naming the extra to install where plotly is missing: the HTML
+    report's figures and script need it, the Markdown report does not."""
     try:
-        from plotly.offline import get_plotlyjs
+        import plotly.io as pio
     except ImportError:
-        raise WorkbenchError("report", "the HTML report needs plotly (pip install 'workbench[viz]'); "
-                                       "the Markdown report does not") from None
+        raise WorkbenchError("report", f"the HTML report needs plotly: pip install 'workbench[{VIZ_EXTRA}]' (the "
+                                       "Markdown report does not)") from None
+    return pio
+
+
+def _plotly_js() -> str:
+    from plotly.offline import get_plotlyjs
+
     js = get_plotlyjs()
     if "</script" in js.lower():  # pragma: no cover - the official bundle has none
         raise WorkbenchError("plotly", "plotly.min.js contains '</script': cannot embed it inline")
@@ -81,8 +93,7 @@ def _plotly_js() -> str:
 
 def _figure(title: str, fig) -> tuple[str, str]:
     """(div html, script body) for one figure, with an id derived from its content."""
-    import plotly.io as pio
-
+    pio = require_plotly()
     spec = _json_for_script(pio.to_json(fig, validate=False, pretty=False))
     div_id = "fig-" + hashlib.sha256((title + "\0" + spec).encode()).hexdigest()[:16]
     script = (f'(function(){{var F={spec};Plotly.newPlot("{div_id}",F.data,F.layout,'
@@ -176,11 +187,11 @@ def render(r: Report, figures: list[tuple[str, str, object]]) -> str:
 
     cards = []
     for h in r.headline:
+        card = f'<div class="card{" caveat" if h.caveat else ""}"><div class="k">{esc(h.label)}</div>'
         if h.base or h.fix:
-            cards.append(f'<div class="card{" caveat" if h.caveat else ""}"><div class="k">{esc(h.label)}</div>'
-                         f'<div class="v">{esc(h.base)} → {esc(h.fix)}</div><div class="c">{esc(h.change)}</div></div>')
+            cards.append(f'{card}<div class="v">{esc(h.base)} → {esc(h.fix)}</div><div class="c">{esc(h.change)}</div></div>')
         else:
-            cards.append(f'<div class="card"><div class="k">{esc(h.label)}</div><div class="c">{esc(h.change)}</div></div>')
+            cards.append(f'{card}<div class="c">{esc(h.change)}</div></div>')
 
     body = table(r.results, "results")
     if any(cmd for _, _, cmd in r.commands):
