@@ -47,7 +47,7 @@ def check_query(query: str, where: str) -> str:
         raise WorkbenchError(where, f"{len(statements)} SQL statements: {_HINT}")
     kind = statements[0].type.name
     if kind not in _READS:
-        raise WorkbenchError(where, f"a {kind} statement: SQL here only reads the trace's tables ({_HINT})")
+        raise WorkbenchError(where, f"{kind} statements are not run: SQL here only reads the trace's tables ({_HINT})")
     return query
 
 
