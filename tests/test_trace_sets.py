@@ -172,6 +172,20 @@ def test_set_diff_matches_rank_to_rank(tmp_path, external):
 
 # ------------------------------------------------------------------ bad input: one line, exit 2, no set
 
+def test_report_of_two_sets(tmp_path):
+    # One rank's members are reported in full, and every rank beside them (reporting/ranks.py).
+    for name in ("cpu4", "cpu4-again"):
+        wb.import_set(name, CPU4, root=tmp_path, executor=IN_PROCESS)
+    r = wb.report("cpu4", "cpu4-again", root=tmp_path, md=tmp_path / "r.md")
+    md = (tmp_path / "r.md").read_text()
+    assert md == r.markdown and md.startswith("# cpu4 → cpu4-again (trace sets)")
+    assert "(rank 0 of trace sets `cpu4` → `cpu4-again`)" in md
+    rows = [ln for ln in md.split("## Ranks", 1)[1].splitlines() if ln.startswith("| ") and ln[2].isdigit()]
+    assert [ln.split(" | ")[0] for ln in rows] == ["| 0", "| 1", "| 2", "| 3"]
+    assert [ln.rstrip(" |").rsplit(" | ", 1)[1] for ln in rows] == ["0 → 0", "0 → 0", "3 → 3", "0 → 0"]
+    assert "Regenerate with `workbench report cpu4 cpu4-again" in md
+
+
 def test_bad_input_leaves_no_set(tmp_path, external):
     root = tmp_path / "traces"
     ok = cli("import", "--set", "good", *CPU4, root=root)
@@ -194,7 +208,7 @@ def test_bad_input_leaves_no_set(tmp_path, external):
         (("diff", "good", str(CPU4[0])), "is a trace set and the other side is not"),
         (("diff", "good", "good", "--fail-if", "kernels>0"), "gates"),
         (("summary", "good", "--executor", "local", "--workers", "0"), "workers 0"),
-        (("report", "good", "good"), "not supported yet"),
+        (("report", "good", str(CPU4[0])), "a report compares two sets, or traces"),
         (("import", "--set", "s", "--split", "process", str(external("nsys-ai-mfu-2gpu-before.sqlite.gz")),
           *CPU4[:1]), "some members name their rank and others do not"),
     ]

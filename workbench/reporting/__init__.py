@@ -72,9 +72,17 @@ def report(base, fix, *more, html: str | os.PathLike | None = None, md: str | os
     from ..analysis.diff import diff
     from ..errors import WorkbenchError
     from . import build, markdown, output
+    from . import ranks as ranks_mod
     from .inputs import is_sweep_file, load_sweep, load_traces
 
-    _no_sets((base, fix, *more), root)
+    sets = None
+    if any(found := ranks_mod.find_sets((base, fix, *more), root)):
+        if not all(found):
+            raise WorkbenchError(next(n for n, f in zip((base, fix, *more), found) if f is not None),
+                                 "is a trace set: a report compares two sets, or traces")
+        sets, rank = ranks_mod.open_pair(base, fix, more, root)
+        title = title or f"{sets[0].name} → {sets[1].name} (trace sets)"
+        base, fix = (s.trace(rank).path for s in sets)
     targets = output.check_targets(html=html, md=md)
     if "html" in targets:  # before any trace is read
         from .html import require_plotly
@@ -92,7 +100,11 @@ def report(base, fix, *more, html: str | os.PathLike | None = None, md: str | os
     inputs = load_traces(base, fix, more, root=root, allow_mixed=allow_mixed)
     sw = load_sweep(sweep) if sweep is not None else None
     d = diff(inputs[0].trace, inputs[1].trace, layer_regex=layer_regex)
-    model = build.build(inputs, d, sw, title=title, allow_mixed=allow_mixed)
+    model = build.build(inputs, d, sw, title=title, allow_mixed=allow_mixed,
+                        sources=[s.name for s in sets] if sets is not None else None)
+    if sets is not None:
+        model.ranks = ranks_mod.ranks_table(*sets, model.words)
+        model.subtitle += ranks_mod.ranks_subtitle(sets, rank)
     result = Result(markdown.render(model), model, _inputs=inputs, _diff=d, _sweep=sw)
     files = {}
     if "md" in targets:
@@ -102,15 +114,3 @@ def report(base, fix, *more, html: str | os.PathLike | None = None, md: str | os
     result.written = output.write_all(files)
     return result
 
-
-def _no_sets(names, root) -> None:
-    """A trace set named among the traces is refused in one line: reports compare traces."""
-    from pathlib import Path
-
-    from ..errors import WorkbenchError
-    from ..trace.store.sets import find_set
-
-    for name in names:
-        if isinstance(name, (str, os.PathLike)) and not Path(name).is_file() and find_set(name, root) is not None:
-            raise WorkbenchError(name, "is a trace set: reports on trace sets are not supported yet (workbench summary "
-                                       "SET --by rank, workbench diff SET_A SET_B)")

@@ -33,9 +33,11 @@ def _variant_changes(base: Input, fix: Input) -> list[tuple[str, str, str]]:
     return out
 
 
-def _regenerate(inputs: list[Input], sweep: Sweep | None, title: str | None, allow_mixed: bool) -> str:
-    """The command that regenerates this report (trace names, not the paths they were read from)."""
-    regen = ["workbench", "report", *[i.name for i in inputs]]
+def _regenerate(inputs: list[Input], sweep: Sweep | None, title: str | None, allow_mixed: bool,
+                sources: list[str] | None) -> str:
+    """The command that regenerates this report (trace names, or the ``sources`` given in their
+    place, not the paths they were read from)."""
+    regen = ["workbench", "report", *(sources or [i.name for i in inputs])]
     if sweep is not None:
         regen += ["--sweep", sweep.source]
     if title:
@@ -46,8 +48,9 @@ def _regenerate(inputs: list[Input], sweep: Sweep | None, title: str | None, all
 
 
 def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | None = None,
-          allow_mixed: bool = False) -> Report:
-    """The report model of ``inputs`` (base, fix, extras), their diff ``d`` and a sweep."""
+          allow_mixed: bool = False, sources: list[str] | None = None) -> Report:
+    """The report model of ``inputs`` (base, fix, extras), their diff ``d`` and a sweep;
+    ``sources``: what the regenerating command names instead of the traces (two trace sets)."""
     import workbench
 
     base, fix, extras = inputs[0], inputs[1], inputs[2:]
@@ -84,7 +87,7 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
         sweep=tables.sweep_table(sweep) if sweep is not None else None,
         sweep_note=tables.sweep_note(sweep) if sweep is not None else [],
         gaps=checks.gaps(inputs, phases, d, sweep, corr_gaps, allow_mixed, words),
-        regenerate=_regenerate(inputs, sweep, title, allow_mixed),
+        regenerate=_regenerate(inputs, sweep, title, allow_mixed, sources),
         generator=f"workbench {workbench.__version__}",
         roles=[(i.role, i.name) for i in inputs],
         words=words,

@@ -225,6 +225,9 @@ def render(r: Report, figures: list[tuple[str, str, object]]) -> str:
     body = figs("steps")
     section("steps", f"{w.Launches} per step and range composition", body)
 
+    if r.ranks is not None:
+        section("ranks", "Ranks", table(r.ranks))
+
     if r.sweep is not None:
         note = "".join(f"<li>{''.join(cell(p) for p in ln)}</li>" for ln in r.sweep_note)
         body = (f"<ul class=lines>{note}</ul>" if note else "") + figs("sweep") \

@@ -118,6 +118,9 @@ def render(r: Report) -> str:
         if r.alignments_total > len(r.alignments):
             out += [f"_{r.alignments_total - len(r.alignments)} more changed {text(w.unit)} sequences not shown._", ""]
 
+    if r.ranks is not None:
+        out += ["## Ranks", "", table(r.ranks), ""]
+
     if r.sweep is not None:
         out += ["## Sweep: latency vs context length", ""]
         if r.sweep_note:

@@ -93,3 +93,4 @@ class Report:
     generator: str
     roles: list[tuple[str, str]] = field(default_factory=list)  # (role, name)
     words: Words = GPU  # what the traces' work units are called (kernels, or CPU ops)
+    ranks: Table | None = None  # a report of two trace sets: every rank, base -> fix
