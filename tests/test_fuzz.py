@@ -199,17 +199,18 @@ def test_kineto_random_json_never_crashes(tmp_path, doc):
 
 # Real traces of the corpus (tests/corpus) mutated as the synthetic seeds are: a 2021-era
 # Kineto trace (Operator/Runtime/Kernel, a ProfilerStep), one whose GPU work is only
-# cuda_profiler_range events, and an nsys export without globalPid or NVTX. Small ones, so
-# that each mutation imports in milliseconds.
-CORPUS_SEEDS = ["kineto-2021-tbplugin-gpu-metrics.json.gz", "kineto-2022-hta-inference-capitalized.json.gz",
-                "nsys-2026.1-nsys-ai-reduced-columns.sqlite.gz"]
+# cuda_profiler_range events, an nsys export without globalPid or NVTX, and the CUDA-graph probe
+# (graph node events, kernels replayed under their capture-time ranges). Small ones, so that
+# each mutation imports in milliseconds.
+CORPUS_SEEDS = ["corpus/kineto-2021-tbplugin-gpu-metrics.json.gz", "corpus/kineto-2022-hta-inference-capitalized.json.gz",
+                "corpus/nsys-2026.1-nsys-ai-reduced-columns.sqlite.gz", "data/nsys-graph-probe.sqlite.gz"]
 
 
 @pytest.mark.parametrize("corpus", [False, True], ids=["synthetic", "corpus"])
 def test_random_byte_mutations_never_crash(tmp_path, corpus):
     # WB_FUZZ_N mutations of the synthetic seeds, a quarter as many of the corpus's.
     n = int(os.environ.get("WB_FUZZ_N", "800")) // (4 if corpus else 1)
-    files = ["--files", ",".join(str(HERE / "corpus" / f) for f in CORPUS_SEEDS)] if corpus else []
+    files = ["--files", ",".join(str(HERE / f) for f in CORPUS_SEEDS)] if corpus else []
     procs = []
     for seed in (0, 1):
         out = tmp_path / f"fuzz-{seed}.json"
