@@ -26,7 +26,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workbench import analysis, engines  # noqa: E402
-from workbench.analysis.steps import NO_STEP, PHASES, PREFILL  # noqa: E402
 from workbench.capturing import capture  # noqa: E402
 from workbench.capturing.session import decode_outputs  # noqa: E402
 from workbench.errors import WorkbenchError  # noqa: E402
@@ -82,9 +81,8 @@ def measure(trace) -> dict:
     kv = by_path[region == "kv_write"]["kernels"]
     att = by_path[region == "attention"]["gpu_time_ns"]
     att_kernels = by_path[region == "attention"]["kernels"]
-    steps = analysis.summary(trace, by="step")
     # Decode steps only: not the graph capture before them, nor any prefill inside the window.
-    steps = steps[~steps["step"].isin([NO_STEP, PHASES[PREFILL]])]
+    steps = analysis.launches_per_step(trace, phase="decode")
     return {
         "trace": meta["name"], "backend": meta["capture"]["backend"], "engine": meta["capture"]["engine"],
         "variant": {k: meta["capture"]["variant"][k] for k in ("kv_write", "cache_rows", "ctx", "rows", "layers")},

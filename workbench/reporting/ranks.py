@@ -43,13 +43,14 @@ def open_pair(base, fix, more, root):
 def ranks_table(base, fix, words: Words) -> Table:
     """One row per rank of either set (see the module docstring)."""
     d = base.diff(fix)
-    steps = {side: s.steps() for side, s in (("a", base), ("b", fix))}
+    # Per side: each rank's medians over its steps, and its straggler steps.
+    medians = {side: s.steps().groupby("rank")[["own_ns", "collective_share"]].median()
+               for side, s in (("a", base), ("b", fix))}
     lagging = {side: s.stragglers()["straggler"].value_counts() for side, s in (("a", base), ("b", fix))}
 
     def step_median(side: str, rank: int, col: str):
-        st = steps[side]
-        mine = st[st["rank"] == rank][col]
-        return float(mine.median()) if len(mine) else None
+        m = medians[side]
+        return float(m.at[rank, col]) if rank in m.index else None
 
     def pair(a, b, show) -> str:
         return f"{show(a) if a is not None else '–'} → {show(b) if b is not None else '–'}"
