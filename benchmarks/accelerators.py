@@ -19,8 +19,8 @@ import sys
 ACCELERATORS = {
     "sqlite_pages": "workbench.trace.readers.nsys._sqlite_pages",
     "kineto_scan": "workbench.trace.readers.kineto._kineto_scan",
-    "sorted_search": "workbench.trace.build._sorted_search",
-    "range_stack": "workbench.trace.build._range_stack",
+    "sorted_search": "workbench.trace.assemble._sorted_search",
+    "range_stack": "workbench.trace.assemble._range_stack",
 }
 
 _RUN = (

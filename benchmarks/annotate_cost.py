@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench.annotation import annotate, set_enabled, torch_ranges  # noqa: E402
+from workbench.instrument.ranges import annotate, set_enabled, torch_ranges  # noqa: E402
 
 
 class _Floor:
@@ -84,7 +84,7 @@ BLOCKS = 4  # per state
 def decode_share(device: str, repeats: int, variant: dict) -> dict:
     from workbench import workloads
     from workbench.engines import build
-    from workbench.run import time_engine
+    from workbench.capturing.run import time_engine
 
     v = workloads.resolve("decoder", {"kv_write": "fused", **variant})
     engine = build("decoder", v, "eager", device)

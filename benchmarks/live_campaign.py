@@ -29,7 +29,7 @@ from workbench import analysis, engines  # noqa: E402
 from workbench.capturing import capture  # noqa: E402
 from workbench.capturing.session import decode_outputs  # noqa: E402
 from workbench.errors import WorkbenchError  # noqa: E402
-from workbench.run import compare, stats, time_engine  # noqa: E402
+from workbench.capturing.run import compare, stats, time_engine  # noqa: E402
 
 SMALL = {"layers": 2, "heads": 2, "head_dim": 16, "index_dim": 16, "mlp_dim": 64, "vocab": 128, "rows": 1296}
 # Phi-4-mini-like dimensions (32 layers, 24 heads of 128, MLP 8192, vocab 32064) in the decoder,

@@ -33,7 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import workbench as wb  # noqa: E402
-from workbench.executors import Executor  # noqa: E402
+from workbench.sets.executors import Executor  # noqa: E402
 from workbench.analysis.stats import CONFIDENCE, RESAMPLES, compare_timing  # noqa: E402
 from workbench.analysis.steps import trace_steps_info  # noqa: E402
 
@@ -129,7 +129,7 @@ def same_outputs(meta_a: dict, meta_b: dict) -> dict | None:
     """Greedy tokens and logits of two captures compared (``run.compare``, the dtype's
     tolerance), None where either kept none."""
     from workbench.capturing.session import decode_outputs
-    from workbench.run import compare
+    from workbench.capturing.run import compare
 
     if not meta_a.get("outputs") or not meta_b.get("outputs"):
         return None
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out", help="OUT_PREFIX: writes OUT_PREFIX.json and OUT_PREFIX.md")
     ap.add_argument("--prefix", default="h200-tp", help="sets whose names start with this (default h200-tp)")
     a = ap.parse_args(argv)
-    from workbench.trace.store.sets import list_sets
+    from workbench.sets.store import list_sets
 
     names = [n for n in list_sets(a.root) if n.startswith(a.prefix)]
     if not names:

@@ -9,8 +9,8 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import workbench
-from workbench import annotation as ann
-from workbench.annotation import annotate, torch_ranges
+from workbench.instrument import ranges as ann
+from workbench.instrument.ranges import annotate, torch_ranges
 
 
 def _user_ranges(prof):
@@ -22,11 +22,11 @@ def _profile(**kw):
 
 
 def test_package_names_are_the_functions_not_modules():
-    import workbench.annotation  # noqa: F401
+    import workbench.instrument.ranges  # noqa: F401
     import workbench.capturing  # noqa: F401
 
     assert workbench.annotate is ann.annotate
-    assert callable(workbench.capture) and workbench.capture.__module__ == "workbench.capturing"
+    assert callable(workbench.capture) and workbench.capture.__module__ == "workbench.capturing.workload_capture"
 
 
 def test_ranges_reach_torch_profiler_nested_and_as_decorator():

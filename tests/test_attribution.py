@@ -16,7 +16,7 @@ import pytest
 from workbench.analysis import BY, project, summary
 from workbench.analysis.projection import NO_LAUNCH, NO_RANGE, _sorted_distinct, _spread, range_layers
 from workbench.trace import import_file, load_dir, save
-from workbench.trace.build.launches import _find, match_first
+from workbench.trace.assemble.launches import _find, match_first
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -75,7 +75,7 @@ def test_graph_launches_follow_the_launch_api_names(matched):
     """A kernel counts as CUDA-graph launched exactly where its launch API name (as the
     launch join gives it: the matched call's name, else the importer's own) is a graph
     launch, with missing names on either side."""
-    from workbench.trace.build.launches import graph_launched, merge_names
+    from workbench.trace.assemble.launches import graph_launched, merge_names
 
     rng = np.random.default_rng(len(matched))
     api = pd.Series(pd.Categorical(rng.choice(["cudaLaunchKernel", "cudaGraphLaunch", "cuGraphLaunch_v2", None], 300)))
@@ -302,7 +302,7 @@ def test_nesting_gives_the_stack_walks_answer(seed):
     range first) gives, and the vectorised nesting has the stack walk's parents and
     timeline wherever ranges nest properly, at any depth (shuffled, deep, equal times, empty
     ranges); crossing ranges are left to the walk."""
-    from workbench.trace.build import nesting
+    from workbench.trace.assemble import nesting
 
     rng = np.random.default_rng(seed)
     cases = _nesting_cases(rng)

@@ -312,7 +312,7 @@ def test_huge_input_bounded_memory(huge, tmp_path, name, kernels):
 
         t = load_dir(root / "big")
         assert int(t.ranges["depth"].max()) == 9_999
-        from workbench.trace.build.paths import PATH_MAX
+        from workbench.trace.assemble.paths import PATH_MAX
 
         assert t.ranges["path"].str.len().max() <= PATH_MAX
 

@@ -13,7 +13,7 @@ from workbench.capturing import capture
 from workbench.capturing.session import decode_outputs
 from workbench.cli import main
 from workbench.errors import WorkbenchError
-from workbench.run import compare
+from workbench.capturing.run import compare
 
 SMALL = dict(layers=2, heads=2, head_dim=16, index_dim=16, mlp_dim=64, vocab=128, page_size=16, rows=256,
              bucket=64, ctx=16)

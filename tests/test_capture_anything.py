@@ -154,7 +154,7 @@ def test_record_refuses_nsys_and_keeps_the_users_exception(root):
 
 
 def test_window_is_a_plain_range_when_nothing_records():
-    from workbench.capturing import window
+    from workbench.instrument import marks as window
 
     before = window.state()
 

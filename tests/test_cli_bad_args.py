@@ -3,7 +3,7 @@ exactly one line on stderr starting ``workbench: ``, no traceback, nothing new i
 
 The commands and their options come from the parser itself (``cli.build_parser``), so a new
 command or option is covered as it is added: an option is tried with the bad values of its
-checked type (``workbench.arguments``) or choices, and one that is neither must be listed in
+checked type (``workbench.cli.args``) or choices, and one that is neither must be listed in
 ``FREE`` with the reason it takes any text. Values checked when the command line is read run
 with every command's own function replaced, so a bad value that got through would fail the
 test instead of running a capture or a demo. What can only be known from a trace (a missing
@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-import workbench.cli as cli
+import workbench.cli.entry as cli
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "data" / "kineto-llama-modules.json.gz"
 
-# Bad values of each kind of checked option (workbench.arguments), and the options of each kind:
+# Bad values of each kind of checked option (workbench.cli.args), and the options of each kind:
 # an option of these names on any command, a new one included, is tried with them.
 _COUNT = ["-1", "0", "abc", "1.5", ""]
 _REGEX = ["(", "[a-", "*"]
@@ -73,7 +73,7 @@ def _subparsers(parser) -> dict[str, argparse.ArgumentParser]:
 
 
 def _kind(action) -> str | None:
-    """``choices``, ``checked`` (a type of workbench.arguments), or None."""
+    """``choices``, ``checked`` (a type of workbench.cli.args), or None."""
     if action.choices is not None and not isinstance(action, argparse._SubParsersAction):
         return "choices"
     return "checked" if action.type is not None else None
@@ -135,7 +135,7 @@ def _cases():
                 cases += [(command, name, v) for v in BAD[name]]
             else:
                 assert name in FREE or name in STAND_IN or name in TRACE_ARGS, \
-                    f"{command} {name}: neither checked when read (workbench.arguments) nor listed in FREE"
+                    f"{command} {name}: neither checked when read (workbench.cli.args) nor listed in FREE"
     return cases
 
 

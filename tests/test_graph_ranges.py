@@ -1,5 +1,5 @@
 """Kernels replayed from CUDA graphs, under the ranges open when their graph was captured
-(``workbench/trace/build/graph_ranges.py``), on real nsys exports and captures:
+(``workbench/trace/assemble/graph_ranges.py``), on real nsys exports and captures:
 
 * ``tests/data/nsys-graph-probe.sqlite.gz``: ``benchmarks/graph_probe.py`` run whole under
   ``nsys profile --cuda-graph-trace=node`` on the H200 (``benchmarks/h200_graphs.sh``): four

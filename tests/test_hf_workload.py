@@ -9,7 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from workbench import analysis, engines, run, workloads  # noqa: E402
+from workbench import analysis, engines, workloads
+from workbench.capturing import run  # noqa: E402
 from workbench.capturing import capture  # noqa: E402
 from workbench.capturing.session import decode_outputs  # noqa: E402
 from workbench.cli import main  # noqa: E402

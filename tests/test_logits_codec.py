@@ -1,4 +1,4 @@
-"""The recorded logits' codec (workbench.outputs): in full when small, the top-k of each position
+"""The recorded logits' codec (workbench.analysis.outputs): in full when small, the top-k of each position
 when large, and every comparison over the entries both sides kept."""
 
 import base64
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from workbench import outputs as codec
-from workbench import run
+from workbench.analysis import outputs as codec
+from workbench.capturing import run
 from workbench.reporting import checks
 from workbench.vocabulary import OUTPUT_TOLERANCE
 

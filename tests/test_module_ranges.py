@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 import workbench as wb  # noqa: E402
-from workbench import annotation, module_ranges  # noqa: E402
+from workbench.instrument import ranges as annotation, modules as module_ranges  # noqa: E402
 from workbench.errors import WorkbenchError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -190,7 +190,7 @@ def test_a_whole_compiled_model_compiles_fullgraph_with_no_ranges(root):
 
 def test_called_modules_name_each_model_from_its_root(model, root):
     """The hooks of ``capture --modules``: no model is handed over, yet the paths are the same."""
-    from workbench.module_ranges import annotate_called_modules
+    from workbench.instrument.modules import annotate_called_modules
 
     with annotate_called_modules() as h, wb.record("called", root=root, progress=False) as rec:
         torch.nn.Linear(4, 4)(torch.randn(1, 4))  # a module outside any model: a root, not selected

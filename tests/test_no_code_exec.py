@@ -19,7 +19,7 @@ sys.path.insert(0, str(HERE / "badinput"))
 import tracegen as tg  # noqa: E402
 
 from workbench.errors import WorkbenchError  # noqa: E402
-from workbench.textsafe import clean, one_line  # noqa: E402
+from workbench.textfmt import clean, one_line  # noqa: E402
 from workbench.trace import import_file, list_traces, open_trace, save  # noqa: E402
 from workbench.trace.store import check_name, load  # noqa: E402
 

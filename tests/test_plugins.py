@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from workbench import engines, workloads  # noqa: E402
 from workbench.errors import WorkbenchError  # noqa: E402
-from workbench.run import generate  # noqa: E402
+from workbench.capturing.run import generate  # noqa: E402
 from workbench.workloads.contract import CONTRACT  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,7 +103,7 @@ def plugins_on_path(plugin_dir, monkeypatch):
     """The plugin directory on sys.path for one test, and a plugin cache of its own, so a test
     sees only the plugins it loads."""
     monkeypatch.syspath_prepend(str(plugin_dir))
-    monkeypatch.setattr(workloads, "_PLUGINS", {})
+    monkeypatch.setattr(workloads.registry, "_PLUGINS", {})
     monkeypatch.delitem(sys.modules, "myplugmod", raising=False)
 
 

@@ -256,7 +256,7 @@ def test_regenerating_from_reimported_reference_captures_is_byte_identical(tmp_p
 
 
 def test_report_module_import_is_light():
-    code = ("import sys, workbench.reporting, workbench.reporting.cli; "
+    code = ("import sys, workbench.reporting, workbench.cli.report; "
             "print(sorted(m for m in ('plotly', 'pandas', 'numpy', 'duckdb') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -443,7 +443,7 @@ def test_committed_example_reports_are_current(tmp_path):
 
 
 def test_workbench_report_is_the_function_even_after_submodule_imports(tmp_path):
-    code = ("import workbench.reporting.cli, workbench as wb; "
+    code = ("import workbench.cli.report, workbench as wb; "
             "from workbench.reporting import report; assert wb.report is report; "
             f"r = wb.report({str(committed('ref-h200-kvwrite-unfused-nsys'))!r}, "
             f"{str(committed('ref-h200-kvwrite-fused-nsys'))!r}); print(r.markdown.splitlines()[0])")

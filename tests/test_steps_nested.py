@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 
 import workbench  # noqa: E402
 from workbench.analysis.steps import step_of_ranges  # noqa: E402
-from workbench.annotation import annotate, torch_ranges  # noqa: E402
+from workbench.instrument.ranges import annotate, torch_ranges  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = 3

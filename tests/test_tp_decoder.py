@@ -17,7 +17,8 @@ if not torch.cuda.is_available():
 from conftest import run_cli  # noqa: E402
 
 import workbench as wb  # noqa: E402
-from workbench import engines, run, workloads  # noqa: E402
+from workbench import engines, workloads
+from workbench.capturing import run  # noqa: E402
 from workbench.capturing.session import decode_outputs  # noqa: E402
 from workbench.cli import main  # noqa: E402
 

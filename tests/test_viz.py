@@ -95,7 +95,7 @@ def test_a_registered_workload_presents_its_traces(pair, monkeypatch):
         def create(self, variant, device):  # pragma: no cover - never captured here
             raise NotImplementedError
 
-    monkeypatch.setattr(workloads, "_REGISTRY", {})
+    monkeypatch.setattr(workloads.registry, "_REGISTRY", {})
     assert viz.default_pair(root=TRACES, prefer_live=False) is None
     workloads.register("plugin", Plugin())
     t = Trace(dict(a.tables), {**a.meta, "workload": "plugin"}, name="plugin-trace")

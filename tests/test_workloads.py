@@ -10,7 +10,7 @@ if not torch.cuda.is_available():
 from workbench import workloads
 from workbench.engines import build
 from workbench.errors import WorkbenchError
-from workbench.run import compare, generate
+from workbench.capturing.run import compare, generate
 from workbench.workloads.decoder import bucket_rows
 
 SMALL = dict(layers=2, heads=2, head_dim=16, index_dim=16, mlp_dim=64, vocab=128, page_size=16, rows=512,

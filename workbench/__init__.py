@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-__version__ = "0.1.0"
+from .vocabulary import VERSION as __version__  # noqa: F401  (the package version)
 
 # Public name -> the module that defines it. No public name is also a submodule's name: a
 # submodule, once imported, would take that name's place on the package.
@@ -48,17 +48,17 @@ _API = {
     "profile_call": "workbench.capturing.calls",
     "bench": "workbench.capturing.bench",
     "record": "workbench.capturing.record",
-    "window": "workbench.capturing.window",
-    "outputs_equal": "workbench.outputs",
-    "step": "workbench.capturing.window",
-    "annotate": "workbench.annotation",
-    "annotate_modules": "workbench.module_ranges",
+    "window": "workbench.instrument",
+    "outputs_equal": "workbench.analysis.outputs",
+    "step": "workbench.instrument",
+    "annotate": "workbench.instrument",
+    "annotate_modules": "workbench.instrument",
     "report": "workbench.reporting",
     "WorkbenchError": "workbench.errors",
-    "open_set": "workbench.trace_set",
-    "import_set": "workbench.trace_set",
-    "TraceSet": "workbench.trace_set",
-    "Executor": "workbench.executors",
+    "open_set": "workbench.sets",
+    "import_set": "workbench.sets",
+    "TraceSet": "workbench.sets",
+    "Executor": "workbench.sets",
 }
 
 __all__ = sorted(_API)

@@ -1,4 +1,5 @@
-"""Number formatting, once for the whole package: the command line, figures, widgets and
+"""Text for people, once for the whole package: numbers formatted the same everywhere, and
+trace-supplied text made safe to print. Number formatting: the command line, figures, widgets and
 reports all print a value the same way (reports are compared byte for byte).
 
 Microseconds are written ``µs`` wherever text is rendered (HTML, notebooks, Markdown, which is
@@ -10,6 +11,7 @@ any layer may use it.
 from __future__ import annotations
 
 import math
+import re
 
 MICRO = "\u00b5s"
 MICRO_ASCII = "us"
@@ -102,3 +104,21 @@ def layer_span(layers) -> str:
         parts.append(str(layers[i]) if i == j else f"{layers[i]}\u2013{layers[j]}")
         i = j + 1
     return ", ".join(parts)
+
+
+# Trace-supplied text made safe to print on a terminal (no escape sequences get through).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def clean(s: str) -> str:
+    """Replace control characters (ESC, BEL, C1, bidi overrides) with visible escapes."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else f"\\u{ord(m.group()):04x}", s)
+
+
+def one_line(s: str, limit: int | None = None) -> str:
+    """``clean`` that also keeps the text on one line (newline and tab shown as ``\\n``, ``\\t``),
+    cut to about ``limit`` characters (head and tail around ``…``) when given."""
+    if limit is not None and len(s) > limit:
+        half = max(1, limit // 2)
+        s = s[:half] + "…" + s[-half:]
+    return clean(s).replace("\n", "\\n").replace("\t", "\\t")

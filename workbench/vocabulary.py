@@ -4,6 +4,8 @@ layer (the views must not import the capture code to learn them)."""
 
 from __future__ import annotations
 
+VERSION = "0.1.0"  # the package's version (``workbench.__version__``)
+
 ENGINE_KINDS = ("eager", "compile", "cudagraph", "tensorrt")
 CAPTURE_BACKENDS = ("torch", "nsys")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace.build.attribution import group_sums
+from ..trace.arrays import group_sums
 from ..trace.schema import Trace
 from .steps import DECODE, PHASES, step_rows, trace_steps_info
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..trace.build.attribution import group_sums
+from ..trace.arrays import group_sums
 from ..trace.schema import Trace, work_units
 from .alignment import Alignment, align
 from .projection import NO_LAUNCH, NO_RANGE, project

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace.build.nesting import climb
+from ..trace.arrays import climb
 from ..trace.names import code_dtype, display_names
 from ..trace.options import DEFAULT
 from ..trace.schema import Trace

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from ..patterns import compile_regex
-from ..trace.build.nesting import climb
+from ..trace.arrays import climb
 from ..trace.schema import Trace
 from .layers import label_parts
 

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import WorkbenchError
-from ..trace.build.attribution import group_sums
+from ..trace.arrays import group_sums
 from ..trace.schema import Trace
 from .projection import NO_LAUNCH, NO_RANGE, kernel_display, trace_labels, trace_layers
 from .steps import PHASES, step_groups, step_rows, trace_steps_info

@@ -6,7 +6,7 @@ few percent. ``bench(A, B, ...)`` builds every variant once in this process, war
 then runs ``rounds`` rounds; in each round every variant runs once, in an order shuffled
 anew each round from a fixed seed, so whatever drifts during the run falls on all variants
 alike and the order is the same on every run. Each variant's samples are those its capture
-records (:func:`workbench.run.time_engine`, :func:`.calls.measure`): per round, the prefill and
+records (:func:`workbench.capturing.run.time_engine`, :func:`.calls.measure`): per round, the prefill and
 the mean decode step of one repetition (and each step's time), or one call.
 
 A variant is
@@ -63,20 +63,15 @@ class BenchResult:
 def _device(variants: list[Variant], device: str | None, store: bool) -> str:
     """The device the workloads run on: ``device``, else the one their traces were captured
     on, else cuda when there is one."""
-    import torch
-
-    from . import check_device
+    from ..devices import require_device, resolve_device
 
     captured = {v.captured_on.split(" ")[0] for v in variants if v.kind == "workload" and v.captured_on}
     if device is None:
         if len(captured) > 1:
             raise WorkbenchError("bench", f"the traces were captured on {' and '.join(sorted(captured))}: "
                                           "pass the device to time them on")
-        device = next(iter(captured)) if captured else ("cuda" if torch.cuda.is_available() else "cpu")
-    check_device(device)
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise WorkbenchError(f"device {device}", "no CUDA GPU is available to this process"
-                             + (" (the traces were captured on it; --device cpu times them here)" if captured else ""))
+        device = next(iter(captured)) if captured else resolve_device()
+    require_device(device, " (the traces were captured on it; --device cpu times them here)" if captured else "")
     if variants[0].kind == "workload":
         _check_store(variants, device, store)
     return device
@@ -130,7 +125,7 @@ def _build(v: Variant, device: str) -> None:
 
 def _once(v: Variant, clock) -> dict[str, list[float]]:
     """One repetition of ``v`` (the unit a capture times), timed by ``clock`` when given."""
-    from .. import run
+    from . import run
 
     try:
         if v.kind == "workload":
@@ -202,7 +197,7 @@ def _rounds(variants: list[Variant], rounds: int, device: str, progress: bool):
     """Run the rounds: (label -> metric -> samples, each round's order of labels, timer kind)."""
     from tqdm.auto import tqdm
 
-    from ..run import clock_for
+    from .run import clock_for
 
     clock = clock_for(device.startswith("cuda"))
     marks: dict[str, dict[str, list[float]]] = {v.label: {} for v in variants}
@@ -223,7 +218,7 @@ def _rounds(variants: list[Variant], rounds: int, device: str, progress: bool):
 def _timing(marks: dict[str, list[float]], v: Variant, context: dict) -> dict:
     """The samples shaped as a capture's ``timing`` (``run.stats`` per metric), with what the
     bench was (``context``: timer, device, rounds, seed, the variants it interleaved)."""
-    from ..run import stats as run_stats
+    from .run import stats as run_stats
 
     def stats(samples: list[float]) -> dict:
         # Rounded as the manifest keeps them first: the median shown is the one compared.

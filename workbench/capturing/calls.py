@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from ..errors import ProgramFailed, WorkbenchError
-from . import check_backend
+from ..devices import check_backend
 
 
 def measure(fn, args: tuple, kwargs: dict, *, warmup: int, repeats: int, steps: int, recorder,
@@ -31,9 +31,9 @@ def measure(fn, args: tuple, kwargs: dict, *, warmup: int, repeats: int, steps: 
     """Warm up, time, then record ``fn``; returns timing, outputs and the device it used."""
     from tqdm.auto import tqdm
 
-    from ..outputs import encode
-    from ..run import clock_for, stats
-    from .window import step
+    from ..analysis.outputs import encode
+    from .run import clock_for, stats
+    from ..instrument.marks import step
 
     first = fn(*args, **kwargs)
     outputs = encode(first) if compare_outputs else None
@@ -144,7 +144,7 @@ def _in_child(ref: str, args: tuple, kwargs: dict, settings: dict, workdir: Path
 
 def _child(spec_path: str, result_path: str) -> int:
     from .env import environment
-    from .window import ProfilerApi
+    from ..instrument.marks import ProfilerApi
 
     spec = json.loads(Path(spec_path).read_text())
     try:

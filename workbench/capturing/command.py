@@ -9,7 +9,7 @@
 Python programs run through the bootstrap under both backends, so the manifest gets the
 program's own exit status, wall time, windows and environment, and ``modules`` can hook the
 program's ``nn.Module`` calls from inside it (``workbench capture --modules [REGEX]``: a range
-per selected module, as ``wb.annotate_modules`` gives; see ``module_ranges.py``). A command
+per selected module, as ``wb.annotate_modules`` gives; see ``instrument/modules.py``). A command
 that is not a Python program cannot take ``modules``. Everything is checked before
 the program starts; the trace is built in a temporary directory and stored atomically, so a
 failure (the program's or ours) stores nothing.
@@ -28,7 +28,9 @@ import time
 from pathlib import Path
 
 from ..errors import ProgramFailed, WorkbenchError
-from . import check_backend, program as programs
+from .. import settings
+from ..devices import check_backend
+from . import program as programs
 from .progress import Phases
 
 
@@ -44,17 +46,17 @@ def default_name(command: list[str], prog, backend: str) -> str:
 def _modules_env(modules: bool | str) -> dict:
     """The bootstrap's ``WORKBENCH_CAPTURE_MODULES``: the regex, empty for the default
     selection; checked here so a bad regex stops the capture before the program starts."""
-    from ..module_ranges import Selection
+    from ..instrument.modules import Selection
 
     if modules is True or modules == "":
-        return {programs.ENV_MODULES: ""}
+        return {settings.CAPTURE_MODULES.name: ""}
     if not isinstance(modules, str):
         raise WorkbenchError("capture modules", f"True or a regex, not {modules!r}")
     try:
         Selection(modules)
     except WorkbenchError as e:
         raise WorkbenchError(f"--modules {modules!r}", e.problem) from None
-    return {programs.ENV_MODULES: modules}
+    return {settings.CAPTURE_MODULES.name: modules}
 
 
 def _check_command(command: list[str], backend: str, modules: bool | str = False):
@@ -102,7 +104,7 @@ def capture_command(command: list[str], *, backend: str = "torch", name: str | N
         with Phases(progress).phase("run", line):
             run = _run(command, prog, backend, windows, Path(tmp), extra_env)
         _check_run(run, line, windows)
-        manifest = _manifest(command, line, backend, windows, run, extra_env.get(programs.ENV_MODULES))
+        manifest = _manifest(command, line, backend, windows, run, extra_env.get(settings.CAPTURE_MODULES.name))
         return store_new(run["trace_file"], manifest, name, root=root, overwrite=overwrite, keep_raw=keep_raw,
                          progress=progress)
 
@@ -118,7 +120,7 @@ def _run(command: list[str], prog, backend: str, windows: bool, workdir: Path, e
     if backend == "nsys":
         from .nsys_backend import profile_command
 
-        env = programs.child_env({**extra_env, **({"WORKBENCH_CAPTURE_WINDOWS": "nsys"} if windows else {})})
+        env = programs.child_env({**extra_env, **({settings.CAPTURE_WINDOWS.name: "nsys"} if windows else {})})
         rep, code, tool = profile_command(inner, workdir, windows, env)
         trace_file = rep
     else:
@@ -164,6 +166,6 @@ def _manifest(command: list[str], line: str, backend: str, windows: bool, run: d
 
 
 def _one(ms: float) -> dict:
-    from ..run import stats
+    from .run import stats
 
     return stats([ms])

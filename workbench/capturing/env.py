@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import platform
 import shutil
 import socket
 import subprocess
 import sys
 from pathlib import Path
+
+from .. import settings
 
 
 def _out(cmd: list[str], cwd: str | None = None) -> str | None:
@@ -23,8 +24,8 @@ def git_revision(repo: str | None = None) -> dict:
     """The commit of the checkout holding ``repo`` (default: the workbench's own) and whether it
     had changes; for the workbench's own, ``WORKBENCH_GIT_REVISION`` wins (a copied working
     tree on a lent machine has no ``.git``)."""
-    if repo is None and os.environ.get("WORKBENCH_GIT_REVISION"):
-        return {"revision": os.environ["WORKBENCH_GIT_REVISION"], "source": "WORKBENCH_GIT_REVISION"}
+    if repo is None and settings.read(settings.GIT_REVISION):
+        return {"revision": settings.read(settings.GIT_REVISION), "source": settings.GIT_REVISION.name}
     repo = repo or str(Path(__file__).resolve().parents[2])
     rev = _out(["git", "rev-parse", "HEAD"], cwd=repo)
     if rev is None:

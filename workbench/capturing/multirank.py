@@ -1,12 +1,12 @@
 """Capture of a workload variant that runs as several ranks, stored as one trace set.
 
 A variant whose ``tp`` is more than 1 is a job of ``tp`` processes (one per GPU on CUDA,
-``nccl``; ``gloo`` ranks on a CPU), started by :func:`workbench.distributed.launch`. Each rank
+``nccl``; ``gloo`` ranks on a CPU), started by :func:`workbench.capturing.distributed.launch`. Each rank
 times its engine and records its own decode steps (``rank_session.py``):
 
 * ``torch``: each rank's torch.profiler writes its own Kineto trace; one member each.
 * ``nsys``: ``nsys profile`` runs the launcher and so every rank, its child; the one export
-  is cut into one member per process (:mod:`workbench.trace.split`, ``process``), each given
+  is cut into one member per process (:mod:`workbench.sets.split`, ``process``), each given
   to its rank by the pid the rank reported.
 
 The set ``<root>/<name>/`` holds member ``rank<r>`` per rank with roles ``rank``,
@@ -38,36 +38,34 @@ def ranks(variant: dict) -> int:
 
 def check(variant: dict, engine: str, device: str) -> None:
     """Refuse, before any work, a job this machine or engine cannot run."""
-    from ..distributed import check_world
+    from .distributed import check_world
 
     check_world(ranks(variant), device)
     if engine == "tensorrt":
         raise WorkbenchError("engine tensorrt", "runs one process: capture tp=1")
 
 
-def capture_job(workload: str, variant: dict, *, engine: str, backend: str, name: str, steps: int, repeats: int,
-                warmup: int, device: str, root=None, overwrite: bool = False, progress: bool = True,
-                argv: list[str], keep_raw: bool = False):
-    """Run the job, record every rank and store the set ``name``; returns the stored
-    :class:`~workbench.TraceSet`. ``variant`` is resolved; ``argv`` the command line recorded."""
-    from ..trace.store.sets import discard, new_set_dir, publish_set
-    from ..trace_set import open_set
+def capture_job(spec):
+    """Run the job, record every rank and store the set ``spec.name``; returns the stored
+    :class:`~workbench.TraceSet`. ``spec`` is a checked :class:`~workbench.capturing.CaptureSpec`."""
+    from ..sets.store import discard, new_set_dir, publish_set
+    from ..sets.trace_set import open_set
 
-    check(variant, engine, device)
+    variant, backend, argv = spec.variant, spec.backend, spec.command
+    check(variant, spec.engine, spec.device)
     world = ranks(variant)
-    tmp, final = new_set_dir(name, root, overwrite)  # refuses a name in use before the job runs
+    tmp, final = new_set_dir(spec.name, spec.root, spec.overwrite)  # refuses a name in use before the job runs
     try:
         with tempfile.TemporaryDirectory(prefix="workbench-job-") as work:
             workdir = Path(work)
-            spec = {"workload": workload, "variant": variant, "engine": engine, "device": device, "steps": steps,
-                    "repeats": repeats, "warmup": warmup, "progress": progress, "backend": backend, "world": world}
+            session = {**spec.session(), "backend": backend, "world": world}
             spec_path = workdir / "spec.json"
-            spec_path.write_text(json.dumps(spec))
+            spec_path.write_text(json.dumps(session))
             if backend == "nsys":
                 from .nsys_backend import profile_module, profiled_export
 
                 done, tool_cmd = profile_module(["workbench.capturing.rank_session", "launch", str(spec_path),
-                                                 str(workdir)], workdir, engine == "cudagraph")
+                                                 str(workdir)], workdir, spec.engine == "cudagraph")
                 if not any(result_path(workdir, r).exists() for r in range(world)):
                     profiled_export(done, workdir)  # nsys failed before any rank ran: its own line
                 results = _results(workdir, world, [done.returncode] * world, set())
@@ -77,19 +75,19 @@ def capture_job(workload: str, variant: dict, *, engine: str, backend: str, name
                 from ..trace import import_file
 
                 tool_cmd = None
-                results = _results(workdir, world, *launch_ranks(spec_path, workdir, spec))
+                results = _results(workdir, world, *launch_ranks(spec_path, workdir, session))
                 traces = [import_file(kineto_path(workdir, r)) for r in range(world)]
                 raws = [[kineto_path(workdir, r)] for r in range(world)]
-            job = {"workload": workload, "variant": variant, "engine": engine, "backend": backend, "ranks": world,
-                   "steps": steps, "repeats": repeats, "warmup": warmup, "command": argv,
+            job = {"workload": spec.workload, "variant": variant, "engine": spec.engine, "backend": backend,
+                   "ranks": world, "steps": spec.steps, "repeats": spec.repeats, "warmup": spec.warmup, "command": argv,
                    "command_line": shlex.join(argv), "tool_command": tool_cmd, "process_argv": list(sys.orig_argv)}
-            members = [_store(trace, res, job, tmp, final.name, raws[r] if keep_raw else None)
+            members = [_store(trace, res, job, tmp, final.name, raws[r] if spec.keep_raw else None)
                        for r, (trace, res) in enumerate(zip(traces, results))]
         timing = {m["member"]: res["timing"].get("decode_step_ms", {}).get("median")
                   for m, res in zip(members, results)}
         publish_set(tmp, final, {"kind": "trace_set", "members": members, "split": "process" if backend == "nsys"
                                  else "none", "sources": sorted({m["source"] for m in members}), "capture": job,
-                                 "timing": {"decode_step_ms_median": timing}}, overwrite)
+                                 "timing": {"decode_step_ms_median": timing}}, spec.overwrite)
     except BaseException:
         discard(tmp)
         raise
@@ -122,10 +120,10 @@ def _split(sqlite: Path, results: list[dict]) -> list:
     """The export cut into one trace per process that ran kernels, in rank order: each part is
     the rank that reported its pid; where pids do not match (another pid namespace), the
     parts in (GPU, pid) order, which is rank order when rank r runs on GPU r."""
-    from ..trace.build import build
+    from ..trace.assemble import build
     from ..trace.options import DEFAULT
     from ..trace.readers import read
-    from ..trace.split import split
+    from ..sets.split import split
 
     DEFAULT.apply()
     parts = split(read(sqlite, DEFAULT), "process", str(sqlite))

@@ -20,7 +20,7 @@ from ..errors import WorkbenchError
 from .program import child_env
 
 PROFILE_FLAGS = ["-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=none"]
-# The capture window: cudaProfilerStart/Stop, the first one only (see capturing/window.py).
+# The capture window: cudaProfilerStart/Stop, the first one only (see instrument/marks.py).
 WINDOW_FLAGS = ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
 # Without it nsys records a replayed graph as one item; per node keeps every kernel, and the
 # export's node-creation events tie each one back to the ranges open when it was captured.
@@ -128,7 +128,7 @@ def capture(spec: dict, workdir: Path) -> tuple[Path, dict, list[str]]:
 
 def capture_tensorrt(engine, spec: dict, workdir: Path) -> tuple[Path, dict, list[str]]:
     """Profile ``trtexec`` running the plan; its per-layer NVTX ranges carry the attribution."""
-    from ..run import stats
+    from .run import stats
 
     nsys = find_nsys()
     rep = workdir / "capture.nsys-rep"

@@ -16,7 +16,7 @@ goes where it would have gone.
 
 With ``WORKBENCH_CAPTURE_MODULES`` set (``workbench capture --modules [REGEX]``: the regex, or
 empty for the default selection) the bootstrap imports torch before the program starts and
-registers torch's global module hooks (``module_ranges.annotate_called_modules``): every
+registers torch's global module hooks (``instrument.modules.annotate_called_modules``): every
 selected module the program calls gets a range, under either backend. The variable is taken
 out of the environment the program sees.
 """
@@ -32,7 +32,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ENV_MODULES = "WORKBENCH_CAPTURE_MODULES"
+from .. import settings
+
 
 # Interpreter options that take a value (``-X dev``, ``-W error``); the rest are single flags.
 _VALUED = ("-X", "-W", "--check-hash-based-pycs")
@@ -108,7 +109,7 @@ def _patch_profiler_api() -> None:
     program written for nsys's ``cudaProfilerApi`` range is windowed the same way here."""
     import torch.cuda.profiler as api
 
-    from .window import _close, _open
+    from ..instrument.marks import _close, _open
 
     api.start = lambda: _open("cudaProfilerApi")
     api.stop = lambda: _close("cudaProfilerApi")
@@ -146,7 +147,7 @@ def _run(kind: str, target: str, args: list[str]) -> tuple[int, dict]:
     closed, with its namespace)."""
     import runpy
 
-    from .window import state
+    from ..instrument.marks import state
 
     sys.argv = [target, *args]  # run_module puts the module's file in sys.argv[0]
     if kind == "script":
@@ -185,16 +186,16 @@ def _have_torch(result_path: str, what: str) -> bool:
 
 def _main(argv: list[str]) -> int:
     result_path, backend, mode, trace, sep, kind, target, *args = argv
-    from . import window
+    from ..instrument import marks as window
     from .env import environment
 
-    modules = os.environ.pop(ENV_MODULES, None)
+    modules = settings.take(settings.CAPTURE_MODULES)
     if (backend == "torch" and not _have_torch(result_path, "the torch backend")) or \
             (modules is not None and not _have_torch(result_path, "--modules")):
         return 2
     ranges = None
     if modules is not None:
-        from ..module_ranges import annotate_called_modules
+        from ..instrument.modules import annotate_called_modules
 
         ranges = annotate_called_modules(modules or None)
     recorder = None

@@ -3,7 +3,7 @@
     python -m workbench.capturing.rank_session rank SPEC WORKDIR     (one rank: RANK, ... set)
     python -m workbench.capturing.rank_session launch SPEC WORKDIR   (start every rank, wait)
 
-A rank joins the group (:func:`workbench.distributed.init`), then runs the single-process
+A rank joins the group (:func:`workbench.capturing.distributed.init`), then runs the single-process
 session (``session.execute``: build, time, record the decode steps) on its own device and
 writes ``WORKDIR/rank<r>.json``: its timing, outputs, engine info, pid and device, or the
 error that stopped it and when. The recording window is opened by every rank together (a barrier on
@@ -43,7 +43,7 @@ def kineto_path(workdir: Path, rank: int) -> Path:
 def launch_ranks(spec_path: Path, workdir: Path, spec: dict) -> tuple[list[int], set[int]]:
     """Start ``spec["world"]`` ranks of this module and wait (``distributed.launch``); rank 0's
     output is shown when the spec shows progress."""
-    from ..distributed import launch
+    from .distributed import launch
     from .program import child_env
 
     argv = [sys.executable, "-m", "workbench.capturing.rank_session", "rank", str(spec_path), str(workdir)]
@@ -54,7 +54,7 @@ def launch_ranks(spec_path: Path, workdir: Path, spec: dict) -> tuple[list[int],
 def _window(backend: str, out: Path, cuda: bool):
     import torch
 
-    from ..distributed import host_barrier
+    from .distributed import host_barrier
     from .torch_backend import TorchRecorder
 
     recorder = TorchRecorder(out, cuda=cuda) if backend == "torch" else None
@@ -78,7 +78,7 @@ def _window(backend: str, out: Path, cuda: bool):
 
 def run_rank(spec: dict, workdir: Path) -> int:
     """One rank (see the module docstring); exit status 0, or 2 with the error in its result."""
-    from .. import distributed
+    from . import distributed
     from .session import execute
 
     rank, local, world = distributed.rank_info()

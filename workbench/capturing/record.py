@@ -46,7 +46,7 @@ class record:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        from ..run import stats
+        from .run import stats
         from .store_capture import store_new
 
         try:

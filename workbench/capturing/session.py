@@ -17,7 +17,7 @@ from ..errors import WorkbenchError
 def encode_outputs(logits, tokens: list[int]) -> dict:
     """Greedy tokens and their logits (in full when small, else the top-k of each position:
     ``outputs.encode_logits``) so a manifest can prove two variants equal later."""
-    from ..outputs import encode_logits
+    from ..analysis.outputs import encode_logits
 
     return {"tokens": tokens, **encode_logits(logits)}
 
@@ -26,7 +26,7 @@ def decode_outputs(outputs: dict):
     """(logits as a float32 tensor, NaN where not kept; tokens) of :func:`encode_outputs`."""
     import torch
 
-    from ..outputs import decode_logits
+    from ..analysis.outputs import decode_logits
 
     arr = decode_logits(outputs)
     if arr is None:
@@ -36,7 +36,8 @@ def decode_outputs(outputs: dict):
 
 def execute(spec: dict, window) -> dict:
     """Time the engine and run ``spec["steps"]`` decode steps inside ``window``."""
-    from .. import engines, run
+    from .. import engines
+    from . import run
 
     engine = engines.build(spec["workload"], spec["variant"], spec["engine"], spec["device"])
     try:

@@ -14,7 +14,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from ..annotation import torch_ranges
+from ..instrument.ranges import torch_ranges
 from .session import execute
 
 # The profiler's own chatter on stderr (its start/stop probes, the toggling warning): lines

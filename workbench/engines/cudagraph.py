@@ -4,12 +4,12 @@ One graph per bound-row count (the full variant needs one; bucketed one per buck
 on first use. The ranges inside ``forward`` fire only while a graph is captured, so a replayed
 kernel's launch sits under the step range alone. ``rebuild`` captures the graphs again inside a
 recording (under ``graph_capture``), which is what lets an nsys trace give each replayed kernel
-the ranges that were open when its node was captured (``trace/build/graph_ranges.py``).
+the ranges that were open when its node was captured (``trace/assemble/graph_ranges.py``).
 """
 
 from __future__ import annotations
 
-from ..annotation import annotate
+from ..instrument.ranges import annotate
 from ..errors import WorkbenchError
 from .eager import EagerEngine
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..devices import require_device
 from ..errors import WorkbenchError
 
 
@@ -10,10 +11,7 @@ class EagerEngine:
 
     @staticmethod
     def check(device: str) -> None:
-        import torch
-
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise WorkbenchError(f"device {device}", "no CUDA GPU is available to this process")
+        require_device(device)
 
     def __init__(self, instance, key: str):
         import torch

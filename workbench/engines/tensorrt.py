@@ -18,11 +18,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from .. import settings
 from ..errors import WorkbenchError
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("WORKBENCH_CACHE", Path.home() / ".cache" / "workbench")) / "engines"
+    return Path(settings.read(settings.CACHE) or Path.home() / ".cache" / "workbench") / "engines"
 
 
 class TensorRTEngine:

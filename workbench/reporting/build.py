@@ -51,7 +51,7 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
           allow_mixed: bool = False, sources: list[str] | None = None) -> Report:
     """The report model of ``inputs`` (base, fix, extras), their diff ``d`` and a sweep;
     ``sources``: what the regenerating command names instead of the traces (two trace sets)."""
-    import workbench
+    from ..vocabulary import VERSION
 
     base, fix, extras = inputs[0], inputs[1], inputs[2:]
     phases = [timing.phases(i.meta) for i in inputs]
@@ -88,7 +88,7 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
         sweep_note=tables.sweep_note(sweep) if sweep is not None else [],
         gaps=checks.gaps(inputs, phases, d, sweep, corr_gaps, allow_mixed, words),
         regenerate=_regenerate(inputs, sweep, title, allow_mixed, sources),
-        generator=f"workbench {workbench.__version__}",
+        generator=f"workbench {VERSION}",
         roles=[(i.role, i.name) for i in inputs],
         words=words,
     )

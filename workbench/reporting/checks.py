@@ -19,7 +19,7 @@ def outputs(meta: dict) -> dict | None:
 def _logits(o: dict):
     """Logits recorded by the capture (``outputs.decode_logits``: NaN where only the top-k of
     a position were kept), or None."""
-    from ..outputs import decode_logits
+    from ..analysis.outputs import decode_logits
 
     try:
         return decode_logits(o)
@@ -37,8 +37,8 @@ def _tolerance(meta: dict, scale: float) -> float | None:
 
 
 def _item_facts(a: dict, b: dict) -> list[str]:
-    """Outputs of profiled calls (``workbench.outputs`` encoding), compared item by item."""
-    from ..outputs import compare, over_text
+    """Outputs of profiled calls (``workbench.analysis.outputs`` encoding), compared item by item."""
+    from ..analysis.outputs import compare, over_text
 
     c = compare(a, b)
     if c["equal"]:
@@ -48,7 +48,7 @@ def _item_facts(a: dict, b: dict) -> list[str]:
 
 def _logit_fact(meta: dict, ob: dict, oo: dict, la, lb) -> str:
     """The max abs logit diff of two recorded runs, over the logits both kept."""
-    from ..outputs import apart_text, logit_diff, logits_topk, over_text
+    from ..analysis.outputs import apart_text, logit_diff, logits_topk, over_text
 
     d = logit_diff(la, lb)
     sparse = logits_topk(ob) is not None or logits_topk(oo) is not None

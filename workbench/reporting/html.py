@@ -13,7 +13,7 @@ import html as _html
 import re
 
 from ..errors import WorkbenchError
-from ..textsafe import clean
+from ..textfmt import clean
 from .model import AlignGroup, Code, Mixed, Report, Table
 
 _NEWLINES = re.compile(r"\r\n|\r|\n")

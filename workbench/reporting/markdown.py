@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from ..textsafe import clean
+from ..textfmt import clean
 from .model import AlignGroup, Code, Mixed, Report, Table
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>#|~&$@])")

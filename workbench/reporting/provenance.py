@@ -142,7 +142,7 @@ def _show(key: str, v) -> str | None:
 
 
 def environment(inputs: list[Input]) -> Table:
-    import workbench
+    from ..vocabulary import VERSION
 
     rows = []
     for label, paths in ENV_ITEMS:
@@ -155,7 +155,7 @@ def environment(inputs: list[Input]) -> Table:
             v = (i.meta.get("env") or {}).get(k)
             vals.append((i.role, _show(k, v)))
         rows.append([Code(k), *_merge_cells(vals)])
-    rows.append(["Report generator", Code(f"workbench {workbench.__version__}")])
+    rows.append(["Report generator", Code(f"workbench {VERSION}")])
     note = "From each trace's manifest (recorded at capture time); one value when all traces agree."
     if any(get(i.meta, "capture", "engine") is not None for i in inputs):
         note += (" The engines are the workbench's own code, so their revision is the workbench's; the model code"

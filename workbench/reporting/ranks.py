@@ -18,7 +18,7 @@ def find_sets(names, root) -> list:
     """The trace set each of ``names`` is (None where it is a trace or file)."""
     from pathlib import Path
 
-    from ..trace.store.sets import find_set
+    from ..sets.store import find_set
 
     return [find_set(n, root) if isinstance(n, (str, os.PathLike)) and not Path(n).is_file() else None
             for n in names]
@@ -27,8 +27,8 @@ def find_sets(names, root) -> list:
 def open_pair(base, fix, more, root):
     """The two sets of a set report, and the rank whose members stand for them (the lowest
     rank both hold); refused in one line unless exactly two sets and nothing else are given."""
-    from ..executors import Executor
-    from ..trace_set import open_set
+    from ..sets.executors import Executor
+    from ..sets.trace_set import open_set
 
     if more:
         raise WorkbenchError("report", "a report of trace sets compares two sets and nothing else")

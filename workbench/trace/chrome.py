@@ -28,7 +28,7 @@ import orjson
 import pandas as pd
 
 from ..errors import WorkbenchError
-from .build.graph_ranges import replayed_ranges
+from .assemble.graph_ranges import replayed_ranges
 from .schema import Trace
 
 # Rows formatted at a time: large enough that Arrow's per-call overhead vanishes, small enough

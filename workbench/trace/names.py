@@ -94,17 +94,6 @@ def categorical_take(values, codes) -> pd.Categorical:
     return categorical(values[codes])
 
 
-def category_values(s: pd.Series) -> np.ndarray:
-    """A categorical column as an object array of ``str`` that shares one object per category."""
-    cats = np.asarray(s.cat.categories.astype(str), dtype=object)
-    codes = s.cat.codes.to_numpy()
-    if not len(cats):
-        return np.full(len(codes), "", dtype=object)
-    out = cats[np.maximum(codes, 0)]
-    out[codes < 0] = ""
-    return out
-
-
 def _template_args(name: str) -> list[str]:
     """The top-level template arguments of a demangled kernel signature's function, e.g.
     ``["(int)4", "at::native::CUDAFunctor_add<float>", ...]``; [] when it has none."""

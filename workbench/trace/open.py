@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from ..errors import WorkbenchError
-from .build import build
+from .assemble import build
 from .options import DEFAULT, ImportOptions
 from .readers import read
 from .schema import Trace

@@ -9,13 +9,13 @@ kernels) are preferred over the committed reference traces (``ref-h200-*``); set
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from .. import settings
 from ..trace.schema import work_units
 from ..trace.store import MANIFEST, default_root, list_traces
 from ..workloads import workload_name
@@ -95,7 +95,7 @@ def _catalog(root: Path, tokens, exclude) -> tuple[list[tuple[str, set]], list[t
 
 def _prefer_live(prefer_live: bool | None) -> bool:
     if prefer_live is None:
-        return os.environ.get("WORKBENCH_PREFER_LIVE", "1") != "0"
+        return settings.flag(settings.PREFER_LIVE)
     return prefer_live
 
 

@@ -13,8 +13,20 @@ from ..analysis.projection import project
 from ..analysis.steps import trace_steps_info
 from ..textfmt import num
 from .colors import SIDE, kernel_colors, range_colors, trace_presentation, variant_colors, variant_preset
-from .common import OTHER_COLOR, OTHER_RANGES, esc, fmt_ns, kernel_names, labelled, last_part, layout, time_unit, \
-    top_names, units, wrap
+from .common import (
+    OTHER_COLOR,
+    OTHER_RANGES,
+    esc,
+    fmt_ns,
+    kernel_names,
+    labelled,
+    last_part,
+    layout,
+    time_unit,
+    top_names,
+    units,
+    wrap,
+)
 
 
 def _changed(df: pd.DataFrame, a: str, b: str, other: str) -> set[str]:

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import math
 
-from ..annotation import annotate
-from . import Option, PairSpec, Presentation
+from ..instrument.ranges import annotate
+from .drawing import PairSpec, Presentation
+from .spec import Option
 
 OPTIONS = {
     "kv_write": Option("unfused", ("unfused", "fused"), "how K, V and index-K reach the cache"),
@@ -184,7 +185,7 @@ class DecoderInstance:
     ``split.combine`` all-reduces and adds to the residual."""
 
     def __init__(self, variant: dict, device, split=None):
-        from . import torch_dtype
+        from .spec import torch_dtype
 
         v = self.variant = variant
         check_variant(v)

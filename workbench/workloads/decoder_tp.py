@@ -59,7 +59,7 @@ class TensorSplit:
 
     def combine(self, x, partial):
         """Every rank's partial sums added up (in place), then the residual."""
-        from ..annotation import annotate
+        from ..instrument.ranges import annotate
 
         with annotate("allreduce"):
             self._dist.all_reduce(partial)

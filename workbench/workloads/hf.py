@@ -4,7 +4,7 @@ Nothing is downloaded: ``arch`` picks the config class (LlamaConfig, Qwen2Config
 Phi3Config), the size keys fill it in, and the model's own transformers code runs it with
 ``attn_implementation=attn`` over a ``DynamicCache`` or a ``StaticCache`` (``cache``). Each
 module of the model opens a range named by its path (``model.layers.3.self_attn``, see
-``module_ranges.annotate_modules``), so a trace shows where the model's own code spends its time.
+``instrument.modules.annotate_modules``), so a trace shows where the model's own code spends its time.
 
 The cache is the model's: the prefill (``ctx`` tokens, so ``ctx`` is at least 2) starts a
 fresh one, and each decode step appends one token. A static cache writes at the position it
@@ -30,7 +30,8 @@ end in an all-reduce inside the layer's module ranges; a static cache holds each
 from __future__ import annotations
 
 from ..errors import WorkbenchError
-from . import Option, PairSpec, Presentation, Workload, torch_dtype
+from .drawing import PairSpec, Presentation
+from .spec import Option, Workload, torch_dtype
 
 # arch -> transformers config class; AutoModelForCausalLM picks the model class from it.
 ARCHS = {"llama": "LlamaConfig", "qwen2": "Qwen2Config", "phi3": "Phi3Config"}
@@ -103,7 +104,7 @@ class HFInstance:
     def __init__(self, variant: dict, device):
         import torch
 
-        from ..module_ranges import annotate_modules
+        from ..instrument.modules import annotate_modules
 
         tf = self._tf = _transformers()
         v = self.variant = variant

@@ -9,6 +9,7 @@ import re
 import unicodedata
 from pathlib import Path
 
+from ... import settings
 from ...errors import WorkbenchError
 from ..schema import TABLES
 
@@ -38,7 +39,7 @@ def default_root(search: bool = False) -> Path:
     """``$WORKBENCH_TRACES``, else ``./traces``. With ``search`` (for notebooks, which often
     run in ``notebooks/``): the first of ``./traces``, ``../traces`` and the ``traces/``
     beside the package (an editable checkout) that holds stored traces, resolved."""
-    env = os.environ.get("WORKBENCH_TRACES")
+    env = settings.read(settings.TRACES)
     if env:
         return Path(env)
     if not search:

@@ -123,7 +123,7 @@ class StoredTables(MutableMapping):
     def _derive(self, table: str, col: str):
         import pandas as pd
 
-        from ..build.attribution import innermost_ranges
+        from ..assemble.attribution import innermost_ranges
 
         if table == "kernels":
             k = self.columns("kernels", ["pid", "launch_tid", "launch_start"])
@@ -134,7 +134,7 @@ class StoredTables(MutableMapping):
     def attribution(self):
         """``build.attribution.attribute`` of the stored kernels (what format 1 did not store), once."""
         if self._attribution is None:
-            from ..build.attribution import attribute
+            from ..assemble.attribution import attribute
 
             k = self.columns("kernels", ["start", "end", "graph", "launch_tid", "range_id"])
             self._attribution = attribute(k, self.rows("ranges"))

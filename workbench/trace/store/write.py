@@ -28,7 +28,7 @@ from .raw import check_raw, store_raw
 
 # Hidden directories of a save: the trace being written, and the old one moved aside to be
 # deleted where a replace cannot swap the two in one step.
-_TMP, _OLD = ".tmp-", ".old-"
+TMP_PREFIX, _OLD = ".tmp-", ".old-"
 _STALE_S = 3600
 
 
@@ -64,8 +64,8 @@ def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, over
     try:
         final = check_free(name, root, overwrite)
         root.mkdir(parents=True, exist_ok=True)
-        _sweep(root)
-        tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP}{name}-", dir=root))
+        sweep_unfinished(root)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{name}-", dir=root))
     except OSError as e:
         raise WorkbenchError(root, f"cannot write to the trace store: {e.strerror or e}") from None
     try:
@@ -85,7 +85,7 @@ def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, over
         meta["content_sha256"] = content_hash(tmp)
         with open(tmp / MANIFEST, "w") as fh:
             dump_manifest(meta, fh)
-        _publish(tmp, final, overwrite)
+        publish_dir(tmp, final, overwrite)
     except OSError as e:  # disk full, permissions, a vanished directory: nothing is published
         shutil.rmtree(tmp, ignore_errors=True)
         raise WorkbenchError(final, f"cannot store trace: {e.strerror or e}") from None
@@ -110,12 +110,12 @@ def _write_table(df, path: Path) -> None:
                    column_encoding=dict.fromkeys(ints, "DELTA_BINARY_PACKED"))
 
 
-def _sweep(root: Path) -> None:
+def sweep_unfinished(root: Path) -> None:
     """Removes what writers killed mid-save left behind (``kill -9``, a power cut): temporary
     directories untouched for longer than any save takes. A live writer's directory changes
     with every table it writes, so it is never this old."""
     now = time.time()
-    for p in [*root.glob(f"{_TMP}*"), *root.glob(f"{_OLD}*")]:
+    for p in [*root.glob(f"{TMP_PREFIX}*"), *root.glob(f"{_OLD}*")]:
         try:
             stale = p.is_dir() and not p.is_symlink() and now - p.lstat().st_mtime > _STALE_S
         except OSError:  # gone meanwhile: another writer swept it
@@ -124,7 +124,7 @@ def _sweep(root: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
-def _publish(tmp: Path, final: Path, overwrite: bool) -> None:
+def publish_dir(tmp: Path, final: Path, overwrite: bool) -> None:
     if not overwrite:
         try:
             os.rename(tmp, final)  # fails if another writer got there first: no clobbering

@@ -15,7 +15,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from ...build.nesting import climb, nest, thread_blocks
+from ...arrays import climb
+from ...assemble.nesting import nest, thread_blocks
 
 PREFIX = "nn.Module: "
 # DecoderLayer and EncoderLayer end with Layer too.

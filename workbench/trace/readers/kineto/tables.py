@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ....errors import TraceFormatError
-from ...build.nesting import nest, thread_blocks
+from ...assemble.nesting import nest, thread_blocks
 from ...names import constant, short_names
 from ...options import ImportOptions
 from ...schema import RawTables

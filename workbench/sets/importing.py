@@ -1,5 +1,5 @@
 """Importing a trace set: capture files, stored traces, folders or globs become the members of
-a named set, each imported by a task (:mod:`workbench.executors`) straight into the set's
+a named set, each imported by a task (:mod:`workbench.sets.executors`) straight into the set's
 hidden directory; the driver gives the members their ranks and names, writes the set's
 manifest and publishes the set whole (``store.sets``). A member that fails to import fails
 the set, and nothing of it is left.
@@ -22,11 +22,11 @@ import re
 from pathlib import Path
 
 from ..errors import WorkbenchError
-from ..executors import Executor, executor as as_executor
-from .options import DEFAULT, ImportOptions
-from .store import is_trace_dir, safe_name
-from .store.sets import ROLES, discard, new_set_dir, publish_set
-from .store.write import dump_manifest
+from .executors import Executor, executor as as_executor
+from ..trace.options import DEFAULT, ImportOptions
+from ..trace.store import is_trace_dir, safe_name
+from .store import ROLES, discard, new_set_dir, publish_set
+from ..trace.store.write import dump_manifest
 
 PARENT = "{parent}"
 
@@ -37,7 +37,7 @@ def import_set(name: str, files, root: str | os.PathLike | None = None, *, execu
     """Import ``files`` (capture files, stored trace directories, folders of them, glob
     patterns) as the trace set ``name`` under ``root`` and return its directory. ``split``:
     how a capture holding several processes or GPUs is cut into members (see
-    :mod:`workbench.trace.split`). Raises :class:`WorkbenchError` for no files, a file that
+    :mod:`workbench.sets.split`). Raises :class:`WorkbenchError` for no files, a file that
     does not import, two members of one rank in a run, or a set of that name (unless
     ``overwrite``)."""
     from .split import check_split
@@ -101,10 +101,10 @@ def import_member(src: str, tmp: str, index: int, split: str, threads: int | Non
     """The task: import one source (split where it holds several ranks) into ``tmp``, each part
     stored as ``part-<index>-<j>``; returns each part's record (roles as far as the trace
     knows them, counts). Runs in a worker: opens and writes only paths."""
-    from .build import build
-    from .readers import read
+    from ..trace.assemble import build
+    from ..trace.readers import read
     from .split import split as split_parts
-    from .store import load, save
+    from ..trace.store import load, save
 
     options = ImportOptions(threads=threads, memory=memory)
     path = Path(src)

@@ -14,10 +14,10 @@ import sys
 
 
 def add_parser(subparsers) -> None:
-    from ..arguments import assignment, backend, count, device, engine, regex, trace_name
+    from .args import assignment, backend, count, device, engine, regex, trace_name
     from ..engines import KINDS
     from ..vocabulary import CAPTURE_BACKENDS as BACKENDS
-    from . import DEVICES
+    from ..devices import DEVICES
 
     s = subparsers.add_parser(
         "capture", help="capture a command (-- COMMAND), a callable (--call) or a workload variant, and store it",
@@ -74,7 +74,7 @@ def _which(args) -> str:
 
 
 def run(args) -> int:
-    from ..textsafe import clean
+    from ..textfmt import clean
 
     what = _which(args)
     root, progress = getattr(args, "root", None), not args.quiet
@@ -85,20 +85,20 @@ def run(args) -> int:
         raise WorkbenchError("--modules", f"applies to -- COMMAND only, not {what} (in a function, use "
                              "wb.annotate_modules(model))")
     if what == "-- COMMAND":
-        from .command import capture_command
+        from ..capturing.command import capture_command
 
         trace = capture_command(args.command_argv, backend=args.backend, name=args.name, root=root,
                                 windows=args.windows, keep_raw=args.keep_raw, overwrite=args.force, progress=progress,
                                 modules=args.modules)
     elif what == "--call":
-        from .calls import profile_call
+        from ..capturing.calls import profile_call
 
         trace = profile_call(args.call, name=args.name, backend=args.backend, warmup=args.warmup,
                              repeats=args.repeats, steps=args.steps or 1, root=root, overwrite=args.force,
                              keep_raw=args.keep_raw, progress=progress, command=_process_command())
     else:
         from ..workloads import parse_assignments
-        from . import capture
+        from ..capturing import capture
 
         trace = capture(args.workload, parse_assignments(args.variant), engine=args.engine, backend=args.backend,
                         name=args.name, steps=args.steps or 3, repeats=args.repeats, warmup=args.warmup,
@@ -114,7 +114,7 @@ def _describe(trace) -> str:
     from ..trace.schema import work_units
 
     if hasattr(trace, "members"):  # a job of several ranks: a trace set
-        from .multirank import describe
+        from ..capturing.multirank import describe
 
         return describe(trace)
     meta = trace.meta

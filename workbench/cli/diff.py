@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 import sys
 
-from .textfmt import MICRO_ASCII, ms, num, us
+from ..textfmt import MICRO_ASCII, ms, num, us
+from .output import finite, records
 
 # Timed phase (a stats.PHASE_SAMPLES key) -> how the text names it.
 PHASE_NAMES = {"decode_step_ms": "decode step", "prefill_ms": "prefill", "call_ms": "call"}
@@ -23,9 +24,7 @@ _SOURCE = {"timing": "capture samples", "timing_bench": "bench samples"}
 
 
 def add_parser(sub) -> None:
-    from .arguments import count, gate, layer_regex
-    from .cli import add_phase_args
-    from .sets_cli import add_executor_args
+    from .args import add_executor_args, add_phase_args, count, gate, layer_regex
 
     s = sub.add_parser("diff", help="compare two traces range by range (which kernels were fused away), or two "
                                     "trace sets rank against rank")
@@ -50,15 +49,15 @@ def _us(ns: float) -> str:
 
 
 def run(args) -> int:
-    from .analysis.diff import diff
-    from .analysis.gates import check_gates
-    from .textsafe import clean
-    from .cli import _print_table, apply_phase_args, import_options
-    from .trace import open_trace
-    from .trace.schema import graph_note, work_units
-    from .sets_cli import maybe_diff
+    from ..analysis.diff import diff
+    from ..analysis.gates import check_gates
+    from ..textfmt import clean
+    from .args import apply_phase_args, import_options
+    from ..trace import open_trace
+    from ..trace.schema import graph_note, work_units
+    from .sets import maybe_diff
 
-    if (done := maybe_diff(args, _print_table)) is not None:  # two trace sets, rank against rank
+    if (done := maybe_diff(args)) is not None:  # two trace sets, rank against rank
         return done
     a = open_trace(args.a, args.root, import_options(args))
     b = open_trace(args.b, args.root, import_options(args))
@@ -69,12 +68,12 @@ def run(args) -> int:
     sources = samples_source(a.meta), samples_source(b.meta)
     engines = None
     if all(work_units(t.meta) == "trt_layer" for t in (a, b)):
-        from .analysis.engine_diff import engine_diff
+        from ..analysis.engine_diff import engine_diff
 
         engines = engine_diff(a, b)
     if args.json:
         out = _json(d, sources) if engines is None else {**engines.to_dict(), "timing": _timing_json(d, sources)}
-        sys.stdout.write(json.dumps(_finite(out), indent=1) + "\n")
+        sys.stdout.write(json.dumps(finite(out), indent=1) + "\n")
     elif engines is not None:
         _engine_text(engines, (a.meta, b.meta), args.top, clean, _timing_text(d, a.meta, b.meta, sources))
     else:
@@ -165,14 +164,14 @@ def _engine_text(e, metas: tuple[dict, dict], top: int, clean, timing: str) -> N
 def samples_source(meta: dict) -> str:
     """Where ``stats.timed_samples`` takes a trace's samples from: ``timing_bench`` (an
     interleaved ``workbench bench --store``) when the manifest holds it, else ``timing``."""
-    from .analysis.stats import recorded_timing
+    from ..analysis.stats import recorded_timing
 
     return recorded_timing(meta)[0]
 
 
 def timing_line(c) -> str:
     """``decode step: 0.6262 ms -> 0.4180 ms, 0.667x (95% CI 0.662-0.677x): faster``."""
-    from .analysis.stats import CONFIDENCE
+    from ..analysis.stats import CONFIDENCE
 
     return (f"{PHASE_NAMES.get(c.metric, c.metric)}: {ms(c.a_median)} ms -> {ms(c.b_median)} ms, {c.ratio:.3f}x "
             f"({CONFIDENCE:.0%} CI {c.ci_low:.3f}-{c.ci_high:.3f}x): {c.verdict}")
@@ -180,7 +179,7 @@ def timing_line(c) -> str:
 
 def _timing_text(d, meta_a: dict, meta_b: dict, sources: tuple[str, str]) -> str:
     """The timed phases both traces recorded, one line each, or why there are none."""
-    from .analysis.stats import CONFIDENCE, PHASE_SAMPLES, timed_samples
+    from ..analysis.stats import CONFIDENCE, PHASE_SAMPLES, timed_samples
 
     if d.timing:
         # Samples of one interleaved bench compare fairly; a bench's against a capture's less so.
@@ -196,25 +195,11 @@ def _timing_text(d, meta_a: dict, meta_b: dict, sources: tuple[str, str]) -> str
 
 
 def _json(d, sources: tuple[str, str]) -> dict:
-    from .cli import _records
     import pandas as pd
 
-    return {"a": d.a, "b": d.b, "ranges": _records(pd.DataFrame(d.to_rows())), "timing": _timing_json(d, sources),
-            "totals": _finite(d.totals), "steps": _finite(d.steps)}
+    return {"a": d.a, "b": d.b, "ranges": records(pd.DataFrame(d.to_rows())), "timing": _timing_json(d, sources),
+            "totals": finite(d.totals), "steps": finite(d.steps)}
 
 
 def _timing_json(d, sources: tuple[str, str]) -> list:
-    return _finite([{**c.as_dict(), "unit": "ms", "samples_a": sources[0], "samples_b": sources[1]} for c in d.timing])
-
-
-def _finite(value):
-    """Plain JSON: numpy scalars as Python numbers, a non-finite float as null."""
-    import math
-
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    if hasattr(value, "item"):
-        value = value.item()
-    return None if isinstance(value, float) and not math.isfinite(value) else value
+    return finite([{**c.as_dict(), "unit": "ms", "samples_a": sources[0], "samples_b": sources[1]} for c in d.timing])

@@ -43,26 +43,24 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import sys
 import threading
 
+from .. import settings
+
+
 DEFAULT_DOMAIN = "workbench"
-
-
-def _env_on(name: str, default: str) -> bool:
-    return os.environ.get(name, default).lower() not in ("0", "false", "off")
 
 
 # What _state["torch"] is derived from: the persistent setting and the number of open
 # torch_ranges() blocks. Changed only under _torch_lock, so blocks opened and closed by
 # different threads keep an exact count.
-_torch = {"set": _env_on("WORKBENCH_TORCH_RANGES", "0"), "open": 0}
+_torch = {"set": settings.flag(settings.TORCH_RANGES), "open": 0}
 _torch_lock = threading.Lock()
 
 _state = {
-    "enabled": _env_on("WORKBENCH_ANNOTATE", "1"),
-    "domain": os.environ.get("WORKBENCH_NVTX_DOMAIN", DEFAULT_DOMAIN),
+    "enabled": settings.flag(settings.ANNOTATE),
+    "domain": settings.read(settings.NVTX_DOMAIN) or DEFAULT_DOMAIN,
     # Whether ranges open record_function; one dict lookup on the hot path.
     "torch": _torch["set"],
 }
@@ -86,15 +84,6 @@ _tokens = _Tokens()
 def set_enabled(on: bool) -> None:
     """Turn every range on or off, process-wide (also: ``WORKBENCH_ANNOTATE=0``)."""
     _state["enabled"] = bool(on)
-
-
-def is_enabled() -> bool:
-    return _state["enabled"]
-
-
-def set_domain(domain: str) -> None:
-    """NVTX domain of ranges that name none (also: ``WORKBENCH_NVTX_DOMAIN``)."""
-    _state["domain"] = domain
 
 
 def _torch_change(set_to: bool | None = None, opened: int = 0) -> None:

@@ -25,7 +25,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from .errors import WorkbenchError
+from ..errors import WorkbenchError
 
 EXECUTORS = ("local", "ray")
 
@@ -48,7 +48,7 @@ class Executor:
 
     def processes(self, tasks: int) -> int:
         """Local worker processes for ``tasks`` tasks (1: this process)."""
-        from .trace.options import available_cpus
+        from ..trace.options import available_cpus
 
         return max(1, min(self.workers or available_cpus(), tasks))
 
@@ -60,7 +60,7 @@ class Executor:
         the default in a Ray worker, which outlives it and runs other work. ``options``: an
         :class:`~workbench.trace.ImportOptions` (imported here: the command line builds its
         parser from this module without loading the trace layer)."""
-        from .trace.options import ImportOptions, available_cpus
+        from ..trace.options import ImportOptions, available_cpus
 
         if self.kind == "ray":
             return ImportOptions(threads=1)

@@ -14,8 +14,8 @@ import statistics
 import time
 from collections import defaultdict
 
-from .annotation import annotate
-from .vocabulary import OUTPUT_TOLERANCE as TOLERANCE
+from ..instrument.ranges import annotate
+from ..vocabulary import OUTPUT_TOLERANCE as TOLERANCE
 
 
 class _HostClock:
@@ -150,7 +150,7 @@ def compare(logits_a, tokens_a, logits_b, tokens_b, dtype: str) -> dict:
     Logits may be ones a manifest kept only the top-k of (NaN where not kept): the difference
     is over the entries both kept (``topk``: how many per position, when not all), and a
     position whose kept sets share under half their entries is not equal (``apart``)."""
-    from .outputs import logit_diff
+    from ..analysis.outputs import logit_diff
 
     d = logit_diff(logits_a, logits_b)
     diff = d["max_abs_diff"]

@@ -10,7 +10,7 @@ job's ranks (or of many runs) with their roles::
     ts.sql("select rank, count(*) from kernels group by rank")
     ts.diff(wb.open_set("tp4-fused")) # rank against rank: analysis.diff of each pair
 
-Each per-member computation is a task (:mod:`workbench.executors`: a local process pool, or
+Each per-member computation is a task (:mod:`workbench.sets.executors`: a local process pool, or
 Ray) that opens its member from the store and returns small tables, merged here.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .errors import WorkbenchError
+from ..errors import WorkbenchError
 from .executors import Executor, executor as as_executor
 
 # The members table's leading columns: who each member is.
@@ -55,7 +55,7 @@ class TraceSet:
     def trace(self, rank: int | None = None, *, member: str | None = None):
         """One member as a :class:`~workbench.Trace`, by rank (the set must hold one member of
         that rank) or by member name."""
-        from .trace.store import load
+        from ..trace.store import load
 
         rows = self.members[self.members["member"] == member] if member is not None \
             else self.members[self.members["rank"] == rank]
@@ -72,8 +72,8 @@ class TraceSet:
         kernel, path, step, phase), its roles as first columns; ``by="rank"``: one row per
         member, its work units and time, steps, mean step wall, busy and collective time, and in
         how many steps it was the straggler (:func:`analysis.ranks.overview`)."""
-        from .analysis.ranks import overview, per_rank
-        from .analysis.tables import BY
+        from ..analysis.ranks import overview, per_rank
+        from ..analysis.tables import BY
 
         parts = [p for p in by.split(",") if p]
         if parts[:1] == ["rank"]:
@@ -97,26 +97,26 @@ class TraceSet:
     def steps(self, collective_regex: str | None = None) -> pd.DataFrame:
         """Per member and decode step: wall, busy, collective and own time, the collectives'
         share (:func:`analysis.ranks.rank_steps`)."""
-        from .analysis.ranks import per_rank
+        from ..analysis.ranks import per_rank
 
         return per_rank(list(zip(self.roles(), self._tables(collective_regex)["steps"])))
 
     def stragglers(self, collective_regex: str | None = None) -> pd.DataFrame:
         """Per step: the rank the others waited for (:func:`analysis.ranks.stragglers`)."""
-        from .analysis.ranks import stragglers
+        from ..analysis.ranks import stragglers
 
         return stragglers(self.steps(collective_regex))
 
     def collectives(self, collective_regex: str | None = None, layer_regex: str | None = None) -> pd.DataFrame:
         """Per member, layer and step: collectives, their time, their share of the step."""
-        from .analysis.ranks import per_rank
+        from ..analysis.ranks import per_rank
 
         return per_rank(list(zip(self.roles(), self._tables(collective_regex, layer_regex)["collectives"])))
 
     def sql(self, query: str) -> pd.DataFrame:
         """DuckDB SQL over every member at once (:func:`trace.set_sql.set_sql`): the tables
         with ``rank`` and ``member`` columns first, and ``members`` (the roles)."""
-        from .trace.set_sql import set_sql
+        from .sql import set_sql
 
         return set_sql(self.members, query, self.name)
 
@@ -143,7 +143,7 @@ def open_set(name: str | os.PathLike, root: str | os.PathLike | None = None,
              executor: Executor | str | None = None) -> TraceSet:
     """A stored trace set by name (under ``root``) or directory; ``executor``: where its
     per-member work runs (``local``, ``ray`` or an :class:`Executor`)."""
-    from .trace.store.sets import read_set, set_dir
+    from .store import read_set, set_dir
 
     path = set_dir(os.fspath(name), root)
     return TraceSet(path, read_set(path), as_executor(executor))
@@ -151,9 +151,9 @@ def open_set(name: str | os.PathLike, root: str | os.PathLike | None = None,
 
 def import_set(name: str, files, root: str | os.PathLike | None = None, *, executor: Executor | str | None = None,
                **options) -> TraceSet:
-    """:func:`trace.set_import.import_set`, then the set opened (on the same executor)."""
-    from .trace.set_import import import_set as store_set
-    from .trace.store.sets import read_set
+    """:func:`sets.importing.import_set`, then the set opened (on the same executor)."""
+    from .importing import import_set as store_set
+    from .store import read_set
 
     ex = as_executor(executor)
     path = store_set(name, files, root, executor=ex, **options)
@@ -163,22 +163,22 @@ def import_set(name: str, files, root: str | os.PathLike | None = None, *, execu
 # The tasks: module-level functions of paths and options, run where the executor puts them.
 
 def summary_task(path: str, by: str, layer_regex: str | None) -> pd.DataFrame:
-    from .analysis import summary
-    from .trace.store import load
+    from ..analysis import summary
+    from ..trace.store import load
 
     return summary(load(path), by=by, layer_regex=layer_regex)
 
 
 def ranks_task(path: str, collective_regex: str | None, layer_regex: str | None) -> dict:
-    from .analysis.ranks import rank_tables
-    from .trace.store import load
+    from ..analysis.ranks import rank_tables
+    from ..trace.store import load
 
     return rank_tables(load(path), collective_regex, layer_regex)
 
 
 def diff_task(path_a: str, path_b: str, layer_regex: str | None) -> dict:
-    from .analysis.diff import diff
-    from .trace.store import load
+    from ..analysis.diff import diff
+    from ..trace.store import load
 
     d = diff(load(path_a), load(path_b), layer_regex=layer_regex)
     t = d.totals

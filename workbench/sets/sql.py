@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import WorkbenchError
-from .schema import TABLES
-from .sql import check_query, connection, run_query
+from ..trace.schema import TABLES
+from ..trace.sql import check_query, connection, run_query
 
 
 def set_sql(members: pd.DataFrame, query: str, where: str) -> pd.DataFrame:

@@ -21,13 +21,12 @@ analysis counts launches per step of the program's own loop.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import threading
 
-from ..annotation import annotate
+from .. import settings
+from .ranges import annotate
 
-ENV_MODE = "WORKBENCH_CAPTURE_WINDOWS"
 
 _lock = threading.Lock()
 # depth: open windows (nested or on other threads); opened: outermost windows so far;
@@ -64,7 +63,7 @@ def set_recorder(recorder) -> None:
 
 
 def _recorder():
-    if _state["recorder"] is None and os.environ.get(ENV_MODE) == "nsys":
+    if _state["recorder"] is None and settings.read(settings.CAPTURE_WINDOWS) == "nsys":
         _state["recorder"] = ProfilerApi()
     return _state["recorder"]
 

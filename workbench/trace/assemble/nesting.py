@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..arrays import climb
 from ..schema import set_column
 
 
@@ -153,29 +154,6 @@ def _nest_any(start: np.ndarray, end: np.ndarray, live: np.ndarray):
     if result is None:
         parent, state = _walk(times, is_start, rid, n)
     return parent, climb(parent)[1], times, state
-
-
-def climb(parent: np.ndarray, stop: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """For each node of a forest given as a parent array (-1 for roots): the nearest node at
-    or above it where ``stop`` holds (the roots, when ``stop`` is None; -1 where no such node
-    is above it), and the number of edges up to that node (a root's depth, with ``stop``
-    None).
-
-    Pointer doubling: O(n log d) for depth d (plain climbing is O(n d), minutes for a
-    100,000-deep chain). ``dist[i]`` counts the edges from ``i`` up to ``up[i]``.
-    """
-    stop = parent < 0 if stop is None else stop
-    up = np.where(stop, np.arange(len(parent)), parent).astype(np.int64, copy=False)
-    dist = (~stop).astype(np.int64)
-    active = np.flatnonzero(~stop & (up >= 0))
-    active = active[~stop[up[active]]]
-    while len(active):
-        nxt = up[active]
-        dist[active] += dist[nxt]
-        up[active] = up[nxt]
-        active = active[up[active] >= 0]
-        active = active[~stop[up[active]]]
-    return up, dist
 
 
 def _is_sorted(keys: list[np.ndarray], ascending: list[bool]) -> bool:

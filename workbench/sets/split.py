@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import WorkbenchError
-from .schema import RawTables
+from ..trace.schema import RawTables
 
 SPLITS = ("auto", "process", "device", "none")
 _DEVICE_TABLES = ("kernels", "memcpy", "memset")

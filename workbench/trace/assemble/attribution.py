@@ -8,18 +8,8 @@ import numpy as np
 import pandas as pd
 
 from ..schema import STATUSES
+from ..arrays import group_sums
 from .nesting import nest_threads
-
-
-def group_sums(keys: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """Exact int64 sum of ``values`` per key in 0..n-1."""
-    # float64 holds every partial sum exactly below 2**53 ns (104 days of GPU time); the
-    # bound from the extremes needs no row-sized temporary (|values| would).
-    if not len(values) or max(-int(values.min()), int(values.max())) * len(values) < 2**53:
-        return np.rint(np.bincount(keys, weights=values, minlength=n)).astype(np.int64)
-    out = np.zeros(n, dtype=np.int64)
-    np.add.at(out, keys, values)
-    return out
 
 
 def attribute(kernels: pd.DataFrame, n_ranges: int) -> tuple[dict[str, np.ndarray], dict[str, dict[str, int]]]:

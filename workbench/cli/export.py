@@ -13,10 +13,10 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from .cli import import_options
-    from .textsafe import clean
-    from .trace import open_trace
-    from .trace.chrome import write_chrome
+    from .args import import_options
+    from ..textfmt import clean
+    from ..trace import open_trace
+    from ..trace.chrome import write_chrome
 
     trace = open_trace(args.trace, args.root, import_options(args))
     path, events = write_chrome(trace, args.chrome)

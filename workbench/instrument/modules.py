@@ -1,7 +1,7 @@
 """Per-module ranges on a model nobody here wrote, without editing it.
 
 ``annotate_modules(model)`` registers forward pre/post hooks on the selected submodules of
-``model``; each call of one opens and closes an :class:`~workbench.annotation.annotate` range
+``model``; each call of one opens and closes an :class:`~workbench.instrument.ranges.annotate` range
 named by the module's path in ``model.named_modules()`` (``model.layers.3.self_attn``; the root
 module, if selected, by its class name, ``LlamaForCausalLM``), so both capture backends see a
 ``model.layers.3 > model.layers.3.mlp`` tree::
@@ -49,9 +49,9 @@ import threading
 import warnings
 import weakref
 
-from .annotation import annotate
-from .errors import WorkbenchError
-from .patterns import compile_regex
+from .ranges import annotate
+from ..errors import WorkbenchError
+from ..patterns import compile_regex
 
 _LAYER = r"(?:layers|layer|h|blocks|block)\.\d+"
 _OUTSIDE_LAYERS = r"^(?!(?:.*\.)?\d+\.)"  # no numbered module on the path: not a layer's part

@@ -32,7 +32,7 @@ CPU_VARIANT = {"layers": 4, "rows": 2048, "ctx": 64}
 
 
 def add_parser(sub) -> None:
-    from .arguments import device
+    from .args import device
 
     s = sub.add_parser("demo", help="the main job: diff the committed traces, capture the decoder, write reports")
     s.add_argument("--out", default="out", help="directory for the reports (default ./out)")
@@ -46,8 +46,8 @@ def _say(msg: str = "") -> None:
 
 
 def _headline(d) -> None:
-    from .textfmt import MICRO_ASCII, num, us
-    from .textsafe import clean
+    from ..textfmt import MICRO_ASCII, num, us
+    from ..textfmt import clean
 
     t = d.totals
     _say(f"  {clean(d.a)} -> {clean(d.b)}")
@@ -71,7 +71,7 @@ def _headline(d) -> None:
 def run(args) -> int:
     import workbench as wb
 
-    from .trace import default_root, list_traces
+    from ..trace import default_root, list_traces
 
     root = Path(args.root) if args.root else default_root()
     out = Path(args.out)
@@ -98,9 +98,9 @@ def run(args) -> int:
 
 
 def _capture(wb, root: Path, out: Path, device: str | None) -> None:
-    import torch
+    from ..devices import resolve_device
 
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = resolve_device(device)
     if device == "cpu":
         # Triton has no CPU backend: its interpreter runs the fused kernel instead.
         os.environ.setdefault("TRITON_INTERPRET", "1")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from .errors import WorkbenchError
+from ..errors import WorkbenchError
 
 
 class Parser(argparse.ArgumentParser):
@@ -60,39 +60,39 @@ def _check(kind: str, text: str) -> None:
     """The rule of the module that uses a value of ``kind``, imported only when such a value is
     read: the command line starts without pandas and the rest."""
     if kind == "regex":
-        from .patterns import compile_regex
+        from ..patterns import compile_regex
 
         compile_regex(text, "regex")
     elif kind == "layer regex":  # compiles, has a group
-        from .analysis.layers import layer_pattern
+        from ..analysis.layers import layer_pattern
 
         layer_pattern(text)
     elif kind == "name":
-        from .trace.store import check_name
+        from ..trace.store import check_name
 
         check_name(text)
     elif kind == "gate":
-        from .analysis.gates import parse_gate
+        from ..analysis.gates import parse_gate
 
         parse_gate(text)
     elif kind == "query":  # one read-only statement
-        from .trace.sql import check_query
+        from ..trace.sql import check_query
 
         check_query(text, "query")
     elif kind == "device":  # cpu, cuda, cuda:N
-        from .capturing import check_device
+        from ..devices import check_device
 
         check_device(text)
     elif kind == "backend":
-        from .capturing import check_backend
+        from ..devices import check_backend
 
         check_backend(text)
     elif kind == "engine":
-        from .engines import check_kind
+        from ..engines import check_kind
 
         check_kind(text)
     elif kind == "assignment":  # KEY=VALUE
-        from .workloads import parse_assignments
+        from ..workloads import parse_assignments
 
         parse_assignments([text])
     else:
@@ -116,3 +116,47 @@ device = _checked("--device", "device")
 backend = _checked("--backend", "backend")
 engine = _checked("--engine", "engine")
 assignment = _checked("--variant", "assignment")
+
+
+# Option groups several commands share.
+
+def import_options(args):
+    """The import options of a CLI run: its --threads, and memory handed back to the system
+    as it is freed (the process does nothing but this command)."""
+    from ..trace import ImportOptions
+
+    return ImportOptions(threads=args.threads, memory="release")
+
+
+def add_phase_args(s) -> None:
+    """--step-regex / --prefill-regex: which ranges are steps and which are prefill."""
+    s.add_argument("--step-regex", default=None, type=regex("--step-regex"),
+                   help="ranges that are steps, at any depth (default: ^(step|ProfilerStep); a trace without "
+                        "any takes each model call as a step)")
+    s.add_argument("--prefill-regex", default=None, type=regex("--prefill-regex"),
+                   help="ranges that are prefill work (default: ^prefill)")
+
+
+def apply_phase_args(trace, args) -> None:
+    from ..analysis.steps import set_phases
+
+    set_phases(trace, args.step_regex, args.prefill_regex)
+
+
+def add_executor_args(s) -> None:
+    """Where a trace set's per-member work runs (:mod:`workbench.sets.executors`)."""
+    from ..sets.executors import EXECUTORS
+
+    s.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help="where a trace set's per-member work runs: local processes, or Ray (default local)")
+    s.add_argument("--workers", type=count("--workers"), default=None,
+                   help="local worker processes (default: one per CPU; 1: in this process), or the CPUs of a Ray "
+                        "instance started here")
+    s.add_argument("--ray-address", default=None,
+                   help="the Ray cluster to join (auto, ray://HEAD:10001; default $RAY_ADDRESS, else a local instance)")
+
+
+def executor_of(args):
+    from ..sets.executors import Executor
+
+    return Executor(args.executor, args.workers, args.ray_address)

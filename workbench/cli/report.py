@@ -6,7 +6,7 @@ import sys
 
 
 def add_parser(sub) -> None:
-    from ..arguments import layer_regex
+    from .args import layer_regex
 
     s = sub.add_parser("report", help="self-contained HTML and PR-ready Markdown from stored traces (and a sweep)")
     s.add_argument("base", help="base trace: stored name/dir or capture file")
@@ -23,8 +23,8 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..errors import WorkbenchError
-    from . import report
-    from .html import require_plotly
+    from ..reporting import report
+    from ..reporting.html import require_plotly
 
     html, missing = args.html, None
     if html is not None:

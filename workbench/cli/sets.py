@@ -1,4 +1,4 @@
-"""The command line of trace sets, where ``cli`` and ``diff_cli`` hand over when a name is a set:
+"""The command line of trace sets, where ``traces`` and ``diff`` hand over when a name is a set:
 
 - ``workbench import --set NAME FILES...`` (``--split``, ``--run-id``, ``--variant``);
 - ``workbench summary SET --by rank|rank,X|busy|straggler|collective``;
@@ -6,15 +6,15 @@
 - ``workbench diff SET_A SET_B`` (rank against rank).
 
 Each takes ``--executor local|ray`` (``--workers``, ``--ray-address``): where the per-member
-work runs (:mod:`workbench.executors`). ``cli`` imports this module, so what it needs of ``cli``
-(how a table is printed, a CPU trace's column names, the import options) is handed in.
+work runs (:mod:`workbench.sets.executors`).
 """
 
 from __future__ import annotations
 
 import sys
 
-from .executors import EXECUTORS, Executor
+from .args import executor_of
+from .output import cpu_columns, print_table
 
 # What ``summary --by`` takes: a trace's groupings; for a set, ``rank`` (one row per member),
 # ``rank,X`` (each member's summary by X), and the multi-rank views.
@@ -23,20 +23,8 @@ VIEWS = ("busy", "straggler", "collective")
 GROUPINGS = (*TRACE_BY, "rank", *(f"rank,{b}" for b in TRACE_BY), *VIEWS)
 
 
-def add_executor_args(s) -> None:
-    from .arguments import count
-
-    s.add_argument("--executor", choices=EXECUTORS, default="local",
-                   help="where a trace set's per-member work runs: local processes, or Ray (default local)")
-    s.add_argument("--workers", type=count("--workers"), default=None,
-                   help="local worker processes (default: one per CPU; 1: in this process), or the CPUs of a Ray "
-                        "instance started here")
-    s.add_argument("--ray-address", default=None,
-                   help="the Ray cluster to join (auto, ray://HEAD:10001; default $RAY_ADDRESS, else a local instance)")
-
-
 def add_import_args(s) -> None:
-    from .arguments import trace_name
+    from .args import trace_name
 
     s.add_argument("--set", dest="set_name", metavar="NAME", default=None, type=trace_name("--set"),
                    help="import every SRC (files, stored traces, folders, globs) as the members of trace set NAME")
@@ -47,20 +35,16 @@ def add_import_args(s) -> None:
     s.add_argument("--variant", default="", help="with --set: the members' variant")
 
 
-def executor_of(args) -> Executor:
-    return Executor(args.executor, args.workers, args.ray_address)
-
-
 def is_set(name: str, root) -> bool:
     """Whether ``name`` is a stored trace set (its name under ``root``, or its directory)."""
-    from .trace.store.sets import find_set
+    from ..sets.store import find_set
 
     return find_set(name, root) is not None
 
 
 def maybe_import(args, options) -> int | None:
     """``workbench import --set NAME SRC...`` (None for the import of one trace)."""
-    from .errors import WorkbenchError
+    from ..errors import WorkbenchError
 
     if not args.set_name:
         if args.more:
@@ -71,8 +55,8 @@ def maybe_import(args, options) -> int | None:
     if args.name or args.keep_raw or args.step_regex or args.prefill_regex:
         raise WorkbenchError(f"--set {args.set_name}", "--name, --keep-raw, --step-regex and --prefill-regex apply "
                              "to one trace, not to a set")
-    from .trace.set_import import import_set as store_set
-    from .trace.store.sets import read_set
+    from ..sets.importing import import_set as store_set
+    from ..sets.store import read_set
 
     path = store_set(args.set_name, [args.src, *args.more], args.root, executor=executor_of(args), split=args.split,
                      run_id=args.run_id, variant=args.variant, overwrite=args.force, options=options)
@@ -89,16 +73,16 @@ def _span(ranks: list[int]) -> str:
 
 
 def _open(name: str, args):
-    from .trace_set import open_set
+    from ..sets.trace_set import open_set
 
     return open_set(name, args.root, executor_of(args))
 
 
-def maybe_summary(args, print_table, cpu_columns) -> int | None:
+def maybe_summary(args) -> int | None:
     """``workbench summary SET`` (None where the name is no set; ``--by`` a set's grouping
     for a trace is refused)."""
-    from .errors import WorkbenchError
-    from .textsafe import clean
+    from ..errors import WorkbenchError
+    from ..textfmt import clean
 
     if not is_set(args.trace, args.root):
         if args.by not in TRACE_BY:
@@ -121,7 +105,7 @@ def maybe_summary(args, print_table, cpu_columns) -> int | None:
     return 0
 
 
-def maybe_sql(args, print_table) -> int | None:
+def maybe_sql(args) -> int | None:
     """``workbench sql SET QUERY`` (None where the name is no set)."""
     if not is_set(args.trace, args.root):
         return None
@@ -129,9 +113,9 @@ def maybe_sql(args, print_table) -> int | None:
     return 0
 
 
-def maybe_diff(args, print_table) -> int | None:
+def maybe_diff(args) -> int | None:
     """``workbench diff`` of two sets (None where neither is one): one row per rank."""
-    from .errors import WorkbenchError
+    from ..errors import WorkbenchError
 
     sets = is_set(args.a, args.root), is_set(args.b, args.root)
     if not any(sets):

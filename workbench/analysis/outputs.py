@@ -261,7 +261,7 @@ def compare(a: dict, b: dict, tolerance: float = 1e-4) -> dict:
 def outputs_equal(a, b, tolerance: float = 1e-4) -> dict:
     """Whether two captures (``Trace`` objects or their manifests) recorded the same outputs:
     :func:`compare` of their ``outputs``; a capture without outputs is an error."""
-    from .errors import WorkbenchError
+    from ..errors import WorkbenchError
 
     found = []
     for x in (a, b):

@@ -15,9 +15,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ...errors import WorkbenchError
-from .layout import SET_MANIFEST, check_name, default_root, is_trace_dir, list_traces
-from .write import _TMP, _publish, _sweep, dump_manifest
+from ..errors import WorkbenchError
+from ..trace.store.layout import SET_MANIFEST, check_name, default_root, is_trace_dir, list_traces
+from ..trace.store.write import TMP_PREFIX, publish_dir, sweep_unfinished, dump_manifest
 
 SET_FORMAT = 1
 # What each member is in the job: its rank, its rank on its host, the host, the run it is a
@@ -99,8 +99,8 @@ def new_set_dir(name: str, root: str | os.PathLike | None, overwrite: bool) -> t
                                     "--force)")
     try:
         root.mkdir(parents=True, exist_ok=True)
-        _sweep(root)
-        return Path(tempfile.mkdtemp(prefix=f"{_TMP}{name}-", dir=root)).resolve(), final
+        sweep_unfinished(root)
+        return Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{name}-", dir=root)).resolve(), final
     except OSError as e:
         raise WorkbenchError(root, f"cannot write to the trace store: {e.strerror or e}") from None
 
@@ -111,7 +111,7 @@ def publish_set(tmp: Path, final: Path, meta: dict, overwrite: bool) -> Path:
     try:
         with open(tmp / SET_MANIFEST, "w") as fh:
             dump_manifest({**meta, "format_version": SET_FORMAT, "name": final.name}, fh)
-        _publish(tmp, final, overwrite)
+        publish_dir(tmp, final, overwrite)
     except OSError as e:
         discard(tmp)
         raise WorkbenchError(final, f"cannot store trace set: {e.strerror or e}") from None

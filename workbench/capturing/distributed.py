@@ -34,7 +34,7 @@ def check_world(world: int, device: str) -> None:
     (rank r runs on ``cuda:r``), more ranks than visible GPUs, or than :data:`MAX_CPU_RANKS`."""
     import torch
 
-    from .errors import WorkbenchError
+    from ..errors import WorkbenchError
 
     if device.startswith("cuda"):
         if ":" in device:

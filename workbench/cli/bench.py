@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import sys
 
-from .textfmt import ms
+from ..textfmt import ms
 
 
 def add_parser(sub) -> None:
-    from .arguments import count, device
+    from .args import count, device
 
     s = sub.add_parser("bench", help="time stored variants (or WORKLOAD:key=value,...) interleaved in one process, "
                                      "with confidence intervals against the first")
@@ -34,8 +34,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from .capturing.bench import bench
-    from .textsafe import clean
+    from ..capturing.bench import bench
+    from ..textfmt import clean
 
     r = bench(*args.refs, rounds=args.rounds, device=args.device, store=args.store, steps=args.steps,
               root=args.root, trust_code=args.trust_code, progress=not args.quiet)
@@ -49,8 +49,8 @@ def run(args) -> int:
 
 
 def _text(r, clean) -> None:
-    from .analysis.stats import PHASE_SAMPLES
-    from .diff_cli import PHASE_NAMES, timing_line
+    from ..analysis.stats import PHASE_SAMPLES
+    from .diff import PHASE_NAMES, timing_line
 
     out = sys.stdout.write
     first = r.timing[r.labels[0]]

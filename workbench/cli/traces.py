@@ -1,0 +1,134 @@
+"""``workbench import``, ``summary``, ``sql`` and ``list``: the trace store from the command line.
+A name that is a trace set is handed to :mod:`.sets`."""
+
+from __future__ import annotations
+
+from .args import (add_executor_args, add_phase_args, apply_phase_args, import_options, layer_regex, query,
+                   trace_name)
+from .output import cpu_columns, print_source_note, print_table
+from .sets import GROUPINGS, add_import_args, maybe_import, maybe_sql, maybe_summary
+
+
+def add_parsers(sub) -> None:
+    s = sub.add_parser("import", help="import a capture (nsys .sqlite/.nsys-rep, torch.profiler .json[.gz]) into the store")
+    s.add_argument("src")
+    s.add_argument("more", nargs="*", help="more captures, with --set")
+    s.add_argument("--name", type=trace_name("--name"), help="stored trace name (default: from the file name)")
+    s.add_argument("--force", action="store_true", help="replace a stored trace of the same name")
+    s.add_argument("--keep-raw", action="store_true",
+                   help="also keep SRC itself in the trace directory, under raw/ (gzipped)")
+    add_phase_args(s)
+    add_import_args(s)
+    add_executor_args(s)
+    s.set_defaults(func=cmd_import)
+
+    s = sub.add_parser("summary", help="kernel counts and GPU time per range, layer, kernel, path, step or phase")
+    s.add_argument("trace", help="stored trace name or directory, or any importable file")
+    s.add_argument("--by", choices=GROUPINGS, default="range", metavar="BY",
+                   help="range, layer, kernel, path, step or phase; of a trace set also rank, rank,X (X one of "
+                        "those), busy, straggler or collective (default range)")
+    s.add_argument("--layer-regex", default=None, type=layer_regex, help="regex whose first group is the layer index")
+    add_phase_args(s)
+    s.add_argument("--json", action="store_true", help="print a JSON list of rows")
+    add_executor_args(s)
+    s.set_defaults(func=cmd_summary)
+
+    s = sub.add_parser("sql", help="DuckDB SQL over kernels, ranges, api, memcpy, memset and projected")
+    s.add_argument("trace")
+    s.add_argument("query", type=query, help="one SELECT statement; it reads the trace's tables and nothing else")
+    s.add_argument("--layer-regex", default=None, type=layer_regex)
+    add_phase_args(s)
+    s.add_argument("--json", action="store_true")
+    add_executor_args(s)
+    s.set_defaults(func=cmd_sql)
+
+    s = sub.add_parser("list", help="list stored traces (and trace sets)")
+    s.set_defaults(func=cmd_list)
+
+
+def cmd_import(args) -> int:
+    from pathlib import Path
+
+    from ..trace import import_file, save
+    from ..trace.store import check_free
+
+    if (done := maybe_import(args, import_options(args))) is not None:  # import --set NAME FILES...
+        return done
+    name = args.name or _default_name(args.src)
+    # A taken name is refused before the file is read; one made from the file name says so,
+    # as two file names can make one trace name ("x:1.json", "x;1.json").
+    check_free(name, args.root, args.force, derived_from=None if args.name else Path(args.src).name)
+    trace = import_file(args.src, import_options(args))
+    apply_phase_args(trace, args)
+    path = save(trace, name, args.root, overwrite=args.force, raw=[args.src] if args.keep_raw else None)
+    counts = ", ".join(f"{v} {k}" for k, v in trace.meta["counts"].items())
+    kept = ", raw capture kept" if args.keep_raw else ""
+    print(f"stored {path} ({counts}{kept})")
+    print_source_note(trace.meta)
+    return 0
+
+
+def _default_name(src: str) -> str:
+    from pathlib import Path
+
+    from ..trace.store import safe_name
+
+    base = Path(src).name
+    for suffix in (".gz", ".json", ".sqlite", ".nsys-rep"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+    return safe_name(base, "trace")
+
+
+def cmd_summary(args) -> int:
+    from ..analysis import summary
+    from ..trace import open_trace
+    from ..trace.schema import work_units
+
+    if (done := maybe_summary(args)) is not None:  # a trace set
+        return done
+    trace = open_trace(args.trace, args.root, import_options(args))
+    if args.by == "kernel" and work_units(trace.meta) == "trt_layer":
+        # An empty or per-layer table here would read as "no kernels ran"; exit 2 says the
+        # question does not fit this trace.
+        from ..errors import WorkbenchError
+
+        raise WorkbenchError(trace.label, "has no kernels: a TensorRT profile times each engine layer, not its "
+                                          "kernels; use --by range (or layer, path)")
+    apply_phase_args(trace, args)
+    df = cpu_columns(trace, summary(trace, by=args.by, layer_regex=args.layer_regex))
+    if not args.json:
+        from ..textfmt import clean
+        from ..trace.schema import graph_note
+
+        print(f"# {clean(trace.label)}: {len(trace.kernels)} {work_units(trace.meta)}s, "
+              f"{len(trace.ranges)} ranges, by {args.by}")
+        if graph_note(trace.meta):
+            print(f"# {graph_note(trace.meta)}")
+        print_source_note(trace.meta)
+    print_table(df, args.json)
+    return 0
+
+
+def cmd_sql(args) -> int:
+    from ..analysis import project
+    from ..trace import open_trace
+
+    if (done := maybe_sql(args)) is not None:  # a trace set
+        return done
+    trace = open_trace(args.trace, args.root, import_options(args))
+    apply_phase_args(trace, args)
+    project(trace, args.layer_regex)
+    print_table(trace.sql(args.query), args.json)
+    return 0
+
+
+def cmd_list(args) -> int:
+    from ..sets.store import list_sets
+    from ..trace import list_traces
+
+    for name in list_traces(args.root):
+        print(name)
+    for name in list_sets(args.root):
+        print(f"{name} (trace set)")
+    return 0
