@@ -32,30 +32,33 @@ def measure(fn, args: tuple, kwargs: dict, *, warmup: int, repeats: int, steps: 
     from tqdm.auto import tqdm
 
     from ..analysis.outputs import encode
-    from .run import clock_for, stats
     from ..instrument.marks import step
+    from .provenance import CompilerRecorder
+    from .run import clock_for, stats
 
-    first = fn(*args, **kwargs)
-    outputs = encode(first) if compare_outputs else None
-    del first
-    for _ in range(warmup - 1):
-        fn(*args, **kwargs)
-    torch = sys.modules.get("torch")
-    cuda = bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())
-    clock = clock_for(cuda)
-    for _ in tqdm(range(repeats), desc="workbench: timing", unit="call", disable=not progress or None, leave=False):
-        with clock.phase("call"):
+    with CompilerRecorder() as compiler:  # what the compiler says of graphs the calls compile
+        first = fn(*args, **kwargs)
+        outputs = encode(first) if compare_outputs else None
+        del first
+        for _ in range(warmup - 1):
             fn(*args, **kwargs)
-    samples = clock.collect()["call"]
-    recorder.start()
-    try:
-        for i in range(steps):
-            with step(i):
+        torch = sys.modules.get("torch")
+        cuda = bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())
+        clock = clock_for(cuda)
+        for _ in tqdm(range(repeats), desc="workbench: timing", unit="call", disable=not progress or None,
+                      leave=False):
+            with clock.phase("call"):
                 fn(*args, **kwargs)
-    finally:
-        recorder.stop()
+        samples = clock.collect()["call"]
+        recorder.start()
+        try:
+            for i in range(steps):
+                with step(i):
+                    fn(*args, **kwargs)
+        finally:
+            recorder.stop()
     timing = {"timer": clock.kind, "warmup": warmup, "repeats": repeats, "steps": steps, "call_ms": stats(samples)}
-    return {"timing": timing, "outputs": outputs, "device": "cuda" if cuda else "cpu"}
+    return {"timing": timing, "outputs": outputs, "device": "cuda" if cuda else "cpu", "compiled": compiler.rows()}
 
 
 def resolve_callable(ref: str):
@@ -120,7 +123,8 @@ def profile_call(fn, *args, kwargs: dict | None = None, name: str | None = None,
                             "wall_s": round(time.perf_counter() - started, 6), **settings,
                             "process_argv": list(sys.orig_argv)},
                 "timing": result["timing"], "outputs": result["outputs"], "env": result.get("env")}
-        return store_new(raw, meta, name, root=root, overwrite=overwrite, keep_raw=keep_raw, progress=progress)
+        return store_new(raw, meta, name, root=root, overwrite=overwrite, keep_raw=keep_raw, progress=progress,
+                         compiled=result.get("compiled"))
 
 
 def _in_child(ref: str, args: tuple, kwargs: dict, settings: dict, workdir: Path):

@@ -105,8 +105,21 @@ def capture_command(command: list[str], *, backend: str = "torch", name: str | N
             run = _run(command, prog, backend, windows, Path(tmp), extra_env)
         _check_run(run, line, windows)
         manifest = _manifest(command, line, backend, windows, run, extra_env.get(settings.CAPTURE_MODULES.name))
-        return store_new(run["trace_file"], manifest, name, root=root, overwrite=overwrite, keep_raw=keep_raw,
-                         progress=progress)
+        told = _compiled(Path(tmp))
+        if told.get("summary", {}).get("graphs"):
+            manifest["capture"]["compiler"] = told["summary"]
+        trace = store_new(run["trace_file"], manifest, name, root=root, overwrite=overwrite, keep_raw=keep_raw,
+                          progress=progress, compiled=told.get("sites"))
+        return trace
+
+
+def _compiled(workdir: Path) -> dict:
+    """What the bootstrap recorded of the program's compiled graphs (``provenance.py``)."""
+    path = workdir / programs.COMPILED
+    try:
+        return json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
 
 
 def _run(command: list[str], prog, backend: str, windows: bool, workdir: Path, extra_env: dict) -> dict:

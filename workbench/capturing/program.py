@@ -184,6 +184,21 @@ def _have_torch(result_path: str, what: str) -> bool:
     return True
 
 
+# Beside RESULT: the compiler's call sites and what was recorded of them.
+COMPILED = "compiled.json"
+
+
+def _compiler_recorder():
+    """A :class:`provenance.CompilerRecorder`, installed, where torch is installed (None else)."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return None
+    from .provenance import CompilerRecorder
+
+    return CompilerRecorder().install()
+
+
 def _main(argv: list[str]) -> int:
     result_path, backend, mode, trace, sep, kind, target, *args = argv
     from ..instrument import marks as window
@@ -198,6 +213,10 @@ def _main(argv: list[str]) -> int:
         from ..instrument.modules import annotate_called_modules
 
         ranges = annotate_called_modules(modules or None)
+    # What the compiler says of every graph the program compiles, from its start (so graphs
+    # compiled before a window opens are known too): where torch is installed, torch is
+    # imported now, before the program configures inductor.
+    compiler = _compiler_recorder()
     recorder = None
     if backend == "torch":
         from .torch_backend import TorchRecorder
@@ -216,6 +235,10 @@ def _main(argv: list[str]) -> int:
         wall = time.perf_counter() - started
         if recorder is not None:
             recorder.stop()  # a window left open still ends the profiler cleanly
+        if compiler is not None:
+            compiler.uninstall()
+            with open(Path(result_path).with_name(COMPILED), "w") as fh:
+                json.dump({"sites": compiler.rows(), "summary": compiler.summary()}, fh)
         if ranges is not None:
             ranges.remove()
             if not ranges.names:

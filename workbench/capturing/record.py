@@ -35,12 +35,15 @@ class record:
         self._tmp = self._recorder = None
 
     def __enter__(self):
+        from .provenance import CompilerRecorder
         from .torch_backend import TorchRecorder
 
         if self._tmp is not None:
             raise WorkbenchError(f"record {self.name}", "is already open (one record object records one block)")
         self._tmp = tempfile.TemporaryDirectory(prefix="workbench-record-")
         self._recorder = TorchRecorder(Path(self._tmp.name) / "kineto.json")
+        # Graphs the block compiles say what they compute (compiled before it: see the docs).
+        self._compiler = CompilerRecorder().install()
         self._recorder.start()
         self._started = time.perf_counter()
         return self
@@ -52,6 +55,7 @@ class record:
         try:
             self.wall_s = time.perf_counter() - self._started
             self._recorder.stop()
+            self._compiler.uninstall()
             if exc_type is not None:
                 return False
             torch = sys.modules.get("torch")
@@ -63,7 +67,7 @@ class record:
                                 "process_argv": list(sys.orig_argv)},
                     "timing": {"timer": "host", "wall_ms": stats([self.wall_s * 1e3])}, "env": None}
             self.trace = store_new(self._recorder.out, meta, self.name, root=self.root, overwrite=self.overwrite,
-                                   keep_raw=self.keep_raw, progress=self.progress)
+                                   keep_raw=self.keep_raw, progress=self.progress, compiled=self._compiler.rows())
         finally:
             self._tmp.cleanup()
             self._tmp = None

@@ -38,18 +38,25 @@ def execute(spec: dict, window) -> dict:
     """Time the engine and run ``spec["steps"]`` decode steps inside ``window``."""
     from .. import engines
     from . import run
+    from .provenance import CompilerRecorder
 
-    engine = engines.build(spec["workload"], spec["variant"], spec["engine"], spec["device"])
-    try:
-        measured = run.time_engine(engine, steps=spec["steps"], repeats=spec["repeats"],
-                                   warmup=spec["warmup"], progress=spec.get("progress", True))
-        run.generate(engine, spec["steps"], window=window)
-    except WorkbenchError:
-        raise
-    except Exception as e:  # the workload's code failed: one clear line, not a traceback
-        raise WorkbenchError(f"workload {spec['workload']}", f"run failed: {type(e).__name__}: {e}") from e
+    # Compiled engines compile on first use (the warm-up): what the compiler said is recorded
+    # then, and kept with the engine, which later captures in this process reuse compiled.
+    with CompilerRecorder() as compiler:
+        engine = engines.build(spec["workload"], spec["variant"], spec["engine"], spec["device"])
+        try:
+            measured = run.time_engine(engine, steps=spec["steps"], repeats=spec["repeats"],
+                                       warmup=spec["warmup"], progress=spec.get("progress", True))
+            run.generate(engine, spec["steps"], window=window)
+        except WorkbenchError:
+            raise
+        except Exception as e:  # the workload's code failed: one clear line, not a traceback
+            raise WorkbenchError(f"workload {spec['workload']}", f"run failed: {type(e).__name__}: {e}") from e
+    sites = compiler.rows()
+    if sites:
+        engine.compiled_sites = sites
     return {"timing": measured["timing"], "outputs": encode_outputs(measured["logits"], measured["tokens"]),
-            "engine": engine.info}
+            "engine": engine.info, "compiled": sites or getattr(engine, "compiled_sites", [])}
 
 
 def _child(spec_path: str, result_path: str) -> int:

@@ -10,9 +10,10 @@ from .progress import Phases
 
 
 def store_new(raw: Path, meta: dict, name: str, *, root=None, overwrite: bool = False, keep_raw: bool = False,
-              progress: bool = True):
-    """Import ``raw`` (an ``.nsys-rep`` is exported to SQLite first), add ``meta`` (an ``env``
-    of None is filled in from this process) and store it as ``name``; returns the ``Trace``."""
+              progress: bool = True, compiled: list | None = None):
+    """Import ``raw`` (an ``.nsys-rep`` is exported to SQLite first) with the compiler's call
+    sites ``compiled`` (``provenance.py``), add ``meta`` (an ``env`` of None is filled in from
+    this process) and store it as ``name``; returns the ``Trace``."""
     from ..trace import import_file, save
     from .env import environment, nsys_version
 
@@ -24,7 +25,7 @@ def store_new(raw: Path, meta: dict, name: str, *, root=None, overwrite: bool = 
         with phases.phase("export"):
             source = export(source, source.parent)
     with phases.phase("import"):
-        trace = import_file(source)
+        trace = import_file(source, compiled=compiled)
     if meta.get("env") is None:
         meta["env"] = environment(meta["capture"]["device"], None, cwd=os.getcwd())
     if meta["capture"]["backend"] == "nsys":

@@ -129,7 +129,7 @@ def capture_spec(spec: CaptureSpec):
             from .torch_backend import capture as run_backend
 
             trace_file, result, tool_cmd = run_backend(spec.session(), workdir)
-        trace = import_file(trace_file)
+        trace = import_file(trace_file, compiled=result.get("compiled"))
         nsys = None
         if spec.backend == "nsys":
             from .nsys_backend import find_nsys

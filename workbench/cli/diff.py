@@ -54,6 +54,7 @@ def run(args) -> int:
     from ..textfmt import clean
     from .args import apply_phase_args, import_options
     from ..trace import open_trace
+    from ..trace.compiled import compiled_note
     from ..trace.schema import graph_note, work_units
     from .sets import maybe_diff
 
@@ -77,7 +78,8 @@ def run(args) -> int:
     elif engines is not None:
         _engine_text(engines, (a.meta, b.meta), args.top, clean, _timing_text(d, a.meta, b.meta, sources))
     else:
-        _text(d, args.top, clean, _timing_text(d, a.meta, b.meta, sources), (graph_note(a.meta), graph_note(b.meta)))
+        notes = tuple("\n   ".join(n for n in (graph_note(t.meta), compiled_note(t.meta)) if n) or None for t in (a, b))
+        _text(d, args.top, clean, _timing_text(d, a.meta, b.meta, sources), notes)
     for f in failed:
         print(f"workbench: gate failed: {f}", file=sys.stderr)
     return 1 if failed else 0

@@ -99,12 +99,14 @@ def cmd_summary(args) -> int:
     df = cpu_columns(trace, summary(trace, by=args.by, layer_regex=args.layer_regex))
     if not args.json:
         from ..textfmt import clean
+        from ..trace.compiled import compiled_note
         from ..trace.schema import graph_note
 
         print(f"# {clean(trace.label)}: {len(trace.kernels)} {work_units(trace.meta)}s, "
               f"{len(trace.ranges)} ranges, by {args.by}")
-        if graph_note(trace.meta):
-            print(f"# {graph_note(trace.meta)}")
+        for note in (graph_note(trace.meta), compiled_note(trace.meta)):
+            if note:
+                print(f"# {note}")
         print_source_note(trace.meta)
     print_table(df, args.json)
     return 0

@@ -52,18 +52,7 @@ import weakref
 from .ranges import annotate
 from ..errors import WorkbenchError
 from ..patterns import compile_regex
-
-_LAYER = r"(?:layers|layer|h|blocks|block)\.\d+"
-_OUTSIDE_LAYERS = r"^(?!(?:.*\.)?\d+\.)"  # no numbered module on the path: not a layer's part
-DEFAULT_INCLUDE = (
-    rf"(?:^|\.){_LAYER}$",  # a decoder layer: model.layers.3, transformer.h.3
-    rf"(?:^|\.){_LAYER}\.[^.]+$",  # its direct children: self_attn, mlp, input_layernorm
-    _OUTSIDE_LAYERS + r"(?:.*\.)?(?:embed_tokens|wte|wpe|word_embeddings|position_embeddings|embed_positions"
-                      r"|embed_in)$",
-    _OUTSIDE_LAYERS + r"(?:.*\.)?(?:norm|ln_f|final_layernorm|final_layer_norm|norm_f)$",  # the final norm
-    _OUTSIDE_LAYERS + r"(?:.*\.)?(?:lm_head|embed_out)$",  # the head
-)
-
+from ..vocabulary import MODULE_RANGES as DEFAULT_INCLUDE
 
 class _Compiled:
     """``seen`` is set by a hook dynamo traces and read by eager code, which warns once. An

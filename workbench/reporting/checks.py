@@ -4,6 +4,7 @@ gaps ("not run / remaining gaps") the report could not close, with the reason fo
 
 from __future__ import annotations
 
+from ..trace.compiled import compiled_note
 from ..trace.schema import graph_counts, graph_note
 from .inputs import Input, Sweep
 from .model import Code, listing
@@ -137,8 +138,11 @@ def gaps(inputs: list[Input], phases: list[dict], d, sweep: Sweep | None, corr_g
                                                            "record (counted, not attributed to a layer)"])
     for i in inputs:  # graph kernels not under their capture-time ranges (layers)
         n, by_capture = graph_counts(i.meta)
-        if by_capture < n:
+        if by_capture < n and "only under the range around" in (graph_note(i.meta) or ""):
             gaps.append([f"{i.role} ", Code(i.name), f": {graph_note(i.meta)}"])
+        c = i.meta.get("compiled") if isinstance(i.meta.get("compiled"), dict) else {}
+        if c and (not c.get("call_sites") or c.get("unmatched")):  # compiled kernels without their modules
+            gaps.append([f"{i.role} ", Code(i.name), f": {compiled_note(i.meta)}"])
     if none := d.nothing_in_common(("base", "fix")):
         gaps.append([f"{none}: no per-range comparison possible"])
     if sweep is not None:

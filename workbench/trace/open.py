@@ -12,11 +12,18 @@ from .readers import read
 from .schema import Trace
 
 
-def import_file(path: str | os.PathLike, options: ImportOptions = DEFAULT) -> Trace:
-    """Import any supported capture file into a normalized :class:`Trace`, every column made."""
+def import_file(path: str | os.PathLike, options: ImportOptions = DEFAULT, compiled=None) -> Trace:
+    """Import any supported capture file into a normalized :class:`Trace`, every column made.
+
+    ``compiled``: the compiler's call sites recorded with the capture (rows as
+    :mod:`.compiled` describes them): kept with the trace, and its compiled kernels matched to
+    them (``assemble/compiled_runs.py``)."""
     path = Path(path)
     options.apply()
-    trace = build(read(path, options), str(path), options)
+    raw = read(path, options)
+    if compiled is not None and len(compiled):
+        raw.tables["compiled"] = compiled
+    trace = build(raw, str(path), options)
     trace.meta.setdefault("source", {})
     trace.meta["source"].update({"file": path.name, "bytes": path.stat().st_size})
     return trace

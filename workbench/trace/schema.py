@@ -112,6 +112,8 @@ class Trace:
     meta: dict[str, Any] = field(default_factory=dict)
     name: str | None = None
     path: str | None = None  # the stored trace directory, once saved or loaded
+    # The compiler's call sites (``compiled.py``), where the capture recorded them.
+    sites: pd.DataFrame | None = field(default=None, repr=False, compare=False)
     # Derived tables (analysis attaches ``projected``), visible to :meth:`sql`.
     views: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
     # Analysis results keyed by their parameters, so repeated calls don't recompute.
@@ -142,10 +144,11 @@ class Trace:
 
     def sql(self, query: str, **extra: pd.DataFrame) -> pd.DataFrame:
         """Run DuckDB SQL over the tables (``kernels``, ``ranges``, ``api``, ``memcpy``,
-        ``memset``), any derived views analysis has attached (``projected``: each kernel with
+        ``memset``; ``compiled``: the compiler's call sites, empty where none were recorded), any derived views analysis has attached (``projected``: each kernel with
         its innermost range, path and layer) and any ``extra`` DataFrames by keyword. One
         read-only statement, reading nothing else (:mod:`.sql`).
         """
+        from .compiled import sites_frame
         from .sql import check_query, connection, run_query
 
         check_query(query, self.label)  # before any view is made for it
@@ -155,6 +158,7 @@ class Trace:
         with connection() as con:
             for t in TABLES:
                 con.register(t, self.tables[t])
+            con.register("compiled", self.sites if self.sites is not None else sites_frame([]))
             for view_name, df in {**self.views, **extra}.items():
                 con.register(view_name, df)
             return run_query(con, query, self.label)
@@ -183,19 +187,27 @@ def graph_counts(meta: dict) -> tuple[int, int]:
 def graph_note(meta: dict) -> str | None:
     """How a trace's CUDA-graph kernels were attributed, in a line (None: it has none): under
     the ranges open when their graph was captured (``meta["graph_kernels"]``, see
-    ``build/graph_ranges.py``), or only under the range around the graph launch, and why."""
+    ``assemble/graph_ranges.py``), in the modules the compiler says they compute
+    (``assemble/compiled_runs.py``), or only under the range around the graph launch, and why."""
     n, by_capture = graph_counts(meta)
     if not n:
         return None
+    found = meta.get("graph_kernels") if isinstance(meta.get("graph_kernels"), dict) else {}
+    by_compiler = min(n - by_capture, int(found.get("by_compiler", 0) or 0))
     if by_capture >= n:
         return f"{n} CUDA-graph kernels, each under the ranges open when its graph was captured"
+    parts = [f"{by_capture} under the ranges open at their capture"] if by_capture else []
+    if by_compiler:
+        parts.append(f"{by_compiler} in the modules the compiler says they compute")
+    rest = n - by_capture - by_compiler
+    if not rest:
+        return f"{n} CUDA-graph kernels: " + ", ".join(parts)
     fmt = str(meta.get("source", {}).get("format", "")) if isinstance(meta.get("source"), dict) else ""
     why = ("torch.profiler gives no capture-time ranges for graph nodes; capture with --backend nsys"
            if fmt.startswith("kineto") or fmt == "chrome" else
-           "the trace does not hold their graph's capture; record it with nsys --cuda-graph-trace=node and the "
-           "graph capture inside the recorded window")
-    head = f"{n} CUDA-graph kernels: {by_capture} under the ranges open at their capture, {n - by_capture}" if by_capture \
-        else f"{n} CUDA-graph kernels"
+           "no range was open where the trace holds their graph's capture, or the trace does not hold it: record "
+           "the capture inside the recorded window (nsys --cuda-graph-trace=node), with ranges open around it")
+    head = f"{n} CUDA-graph kernels: " + ", ".join(parts) + f", {rest}" if parts else f"{n} CUDA-graph kernels"
     return f"{head} only under the range around their graph launch ({why})"
 
 

@@ -11,7 +11,9 @@ import pandas as pd
 from ...errors import TraceFormatError
 from ..options import DEFAULT, ImportOptions
 from ..schema import REQUIRED, SCHEMA, TABLES, RawTables, Trace, empty_table, graph_note, set_column, typed
+from ..compiled import compiled_note, inductor_kernels, sites_frame
 from .attribution import attribute, innermost_ranges
+from .compiled_runs import compiled_ranges
 from .graph_ranges import capture_ranges
 from .launches import graph_launched, join_launches, merge_names
 from .nesting import nested
@@ -37,6 +39,10 @@ def build(raw: RawTables, where: str, options: ImportOptions = DEFAULT) -> Trace
     # What a reader gives of CUDA-graph nodes (nsys --cuda-graph-trace=node): the node each
     # kernel ran as, and the node events. Not trace columns: used here, then dropped.
     nodes = raw.tables.pop("graph_nodes", None)
+    # The compiler's call sites (``trace/compiled.py``), where the capture recorded them: kept
+    # with the trace, and what compiled kernels are matched to.
+    sites = raw.tables.pop("compiled", None)
+    sites = sites_frame(sites) if sites is not None else None
     node_of = raw.tables["kernels"].pop("graph_node").to_numpy() if "graph_node" in raw.tables.get("kernels", ()) else None
     out = _checked(raw.tables, where)
     # Two threads: this one joins each kernel to its launch and finds its innermost range;
@@ -59,13 +65,20 @@ def build(raw: RawTables, where: str, options: ImportOptions = DEFAULT) -> Trace
                 out["ranges"] = ranges
                 parent, depth = ranges["parent"].to_numpy(), ranges["depth"].to_numpy()
                 set_column(kernels, "range_id", range_id)
-        paths = pool.submit(range_paths, out["ranges"]["name"], parent, depth) if len(parent) else None
         names = None
         if match is not None:
             names = pool.submit(merge_names, kernels["launch_api"], out["api"]["name"], *match)
             graph = graph_launched(kernels["launch_api"], out["api"]["name"], *match)
             if graph is not None:
                 set_column(kernels, "graph", kernels["graph"].to_numpy() | graph)
+        compiled = None
+        if sites is not None and len(sites):
+            ranges, range_id, compiled = compiled_ranges(kernels, out["ranges"], sites)
+            if ranges is not None:
+                out["ranges"] = ranges
+                parent, depth = ranges["parent"].to_numpy(), ranges["depth"].to_numpy()
+                set_column(kernels, "range_id", range_id)
+        paths = pool.submit(range_paths, out["ranges"]["name"], parent, depth) if len(parent) else None
         per_range, totals = attribute(kernels, len(out["ranges"]))
         if paths is not None:
             set_column(out["ranges"], "path", paths.result())
@@ -77,10 +90,19 @@ def build(raw: RawTables, where: str, options: ImportOptions = DEFAULT) -> Trace
     tables = {t: df[list(SCHEMA[t])] for t, df in out.items()}
     meta = {**raw.meta, "attribution": totals}
     n_graph = sum(t["graph_kernels"] for t in totals.values())
+    if sites is not None and len(sites):
+        meta["compiled"] = {"graphs": int(sites["graph"].nunique()), "call_sites": len(sites), **(compiled or {})}
+    else:
+        generated = inductor_kernels(tables["kernels"]["name"])
+        if generated:  # compiled code whose capture did not record what it computes
+            meta["compiled"] = {"graphs": 0, "call_sites": 0, "kernels": 0, "generated": generated}
+    if "compiled" in meta:
+        meta["compiled"]["note"] = compiled_note(meta)
     if n_graph:  # how they were attributed, in the manifest too
-        meta["graph_kernels"] = {"kernels": n_graph, "by_capture": graphs["by_capture"] if graphs else 0}
+        meta["graph_kernels"] = {"kernels": n_graph, "by_capture": graphs["by_capture"] if graphs else 0,
+                                 "by_compiler": int((compiled or {}).get("graph_kernels", 0))}
         meta["graph_kernels"]["note"] = graph_note(meta)
-    return Trace(tables, meta)
+    return Trace(tables, meta, sites=sites if sites is not None and len(sites) else None)
 
 
 def _checked(tables: dict[str, pd.DataFrame], where: str) -> dict[str, pd.DataFrame]:

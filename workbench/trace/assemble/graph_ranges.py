@@ -45,7 +45,6 @@ def capture_ranges(kernels: pd.DataFrame, node_of: np.ndarray, ranges: pd.DataFr
     kp = kernels["pid"].to_numpy()[graph]
     made = _creations(kp, node_of[graph], nodes)
     found = made >= 0
-    counts["by_capture"] = int(found.sum())
     graph, made = graph[found], made[found]
     if not len(graph):
         return None, None, counts
@@ -57,6 +56,9 @@ def capture_ranges(kernels: pd.DataFrame, node_of: np.ndarray, ranges: pd.DataFr
     chains = list(chain_ids)
     inner = np.array([len(c) > 0 for c in chains])[chain_of]
     graph, chain_of = graph[inner], chain_of[inner]
+    # Only kernels that got capture-time ranges count: a node created with no range open has
+    # none to give (compiled code, which opens none).
+    counts["by_capture"] = int(len(graph))
     if not len(graph):
         return None, None, counts
     # One replay of the chain per graph launch: the launch is the kernels' (pid, correlation).
@@ -68,10 +70,10 @@ def capture_ranges(kernels: pd.DataFrame, node_of: np.ndarray, ranges: pd.DataFr
     added, leaf = _replayed(combos // len(chains), combos % len(chains), first, chains, kernels, ranges)
     range_id = kernels["range_id"].to_numpy().copy()
     range_id[graph] = leaf[which]
-    return (*_merged(ranges, added, range_id), counts)
+    return (*merged(ranges, added, range_id), counts)
 
 
-def _merged(ranges: pd.DataFrame, added: pd.DataFrame, range_id: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+def merged(ranges: pd.DataFrame, added: pd.DataFrame, range_id: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
     """``ranges`` and ``added`` as one table in the order every trace's ranges keep (by pid,
     tid, start; the longer first; a parent before its child at the same times), ids and
     parents renumbered, and ``range_id`` with them."""

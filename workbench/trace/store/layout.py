@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ... import settings
 from ...errors import WorkbenchError
+from ..compiled import FILE as COMPILED_FILE
 from ..schema import TABLES
 
 
@@ -123,7 +124,8 @@ def content_hash(path: Path) -> str:
     Only the tables: a raw capture kept under ``raw/`` is not part of it, so a trace imported
     with ``--keep-raw`` and without it has the same hash (reports list traces by it)."""
     h = hashlib.sha256()
-    for t in TABLES:
+    # The compiler's call sites are part of a trace that has them (and only of those).
+    for t in [*TABLES, *(["compiled"] if (path / COMPILED_FILE).is_file() else [])]:
         f = path / f"{t}.parquet"
         h.update(t.encode())
         with open(f, "rb") as fh:

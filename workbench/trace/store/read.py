@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import WorkbenchError
+from ..compiled import FILE as COMPILED_FILE
 from ..schema import SCHEMA, STATUSES, TABLES, Trace
 from .layout import MANIFEST
 
@@ -29,7 +30,22 @@ def load(path: str | os.PathLike) -> Trace:
     tables = StoredTables(path)
     if not _attribution_ok(meta.get("attribution")):  # stored in format 1, or edited
         meta["attribution"] = tables.attribution()[1]
-    return Trace(tables, meta, name=meta.get("name", path.name), path=str(path))
+    return Trace(tables, meta, name=meta.get("name", path.name), path=str(path), sites=_sites(path))
+
+
+def _sites(path: Path):
+    """The compiler's call sites stored with the trace (None: it has none)."""
+    f = path / COMPILED_FILE
+    if not f.is_file():
+        return None
+    import pyarrow.parquet as pq
+
+    from ..compiled import sites_frame
+
+    try:
+        return sites_frame(pq.read_table(f).to_pandas())
+    except Exception as e:  # pyarrow raises several types for damaged files
+        raise WorkbenchError(f, f"damaged table: {str(e).splitlines()[0]}") from None
 
 
 def read_manifest(path: Path) -> dict:

@@ -21,6 +21,7 @@ from typing import Any
 
 from ...errors import WorkbenchError
 from ..options import DEFAULT, ImportOptions
+from ..compiled import COLUMNS as COMPILED_COLUMNS, FILE as COMPILED_FILE
 from ..schema import SCHEMA, TABLES, Trace
 from .layout import FORMAT_VERSION, MANIFEST, check_free, content_hash, default_root
 from .raw import check_raw, store_raw
@@ -74,6 +75,8 @@ def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, over
         with options.pool(2, "workbench-save") as pool:
             for done in [pool.submit(_write_table, trace.tables[t][list(SCHEMA[t])], tmp / f"{t}.parquet") for t in TABLES]:
                 done.result()
+        if trace.sites is not None and len(trace.sites):  # the compiler's call sites, where recorded
+            _write_table(trace.sites[list(COMPILED_COLUMNS)], tmp / COMPILED_FILE)
         meta = dict(trace.meta)
         # A loaded trace's manifest may list raw files that this directory will not hold.
         meta.pop("raw", None)

@@ -4,6 +4,8 @@ ranges of a trace without annotations (its nn.Module events, thinned) and the me
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -123,8 +125,21 @@ class Tables:
         return RawTables(tables, meta)
 
 
+# The CPU ops torch.compile's runtime wraps compiled code in: not work of their own, so the
+# work units are the ops inside them (generated kernels, which record themselves, and library
+# calls), as they would be in eager code.
+_COMPILED_WRAPPERS = re.compile(r"^(?:Torch-Compiled Region: |## .* ##$|TorchDynamo Cache Lookup$|Pregraph bytecode$"
+                                r"|AOTDispatcher Runtime Wrapper|CompiledFunction$)")
+
+
 def _cpu_work_units(ops: pd.DataFrame) -> pd.DataFrame:
-    """A CPU-only trace's work units: its top-level cpu_op events (each launches itself)."""
+    """A CPU-only trace's work units: its top-level cpu_op events (each launches itself), a
+    compiled region's wrappers seen through."""
+    cats = ops["name"].cat.categories
+    wrapper = np.array([bool(_COMPILED_WRAPPERS.match(str(c))) for c in cats], dtype=bool)
+    if wrapper.any():
+        codes = ops["name"].cat.codes.to_numpy()
+        ops = ops[~wrapper[np.maximum(codes, 0)] | (codes < 0)]
     ops = ops.sort_values(["pid", "tid", "start"], kind="stable").reset_index(drop=True)
     keep = np.zeros(len(ops), dtype=bool)
     pid, tid = ops["pid"].to_numpy(), ops["tid"].to_numpy()

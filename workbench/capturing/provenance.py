@@ -1,0 +1,307 @@
+"""What the compiler said: for each graph inductor compiles while a capture runs, its kernel
+call sites in call order and the module each one computes.
+
+``CompilerRecorder`` is installed around the recorded program (the bootstrap does it at the
+program's start, so graphs compiled before a window opens are known too; ``wb.record`` and
+``profile_call`` around their block). While it is installed:
+
+* inductor's provenance tracking is on (``trace.provenance_tracking_level = 1``): each
+  compiled graph's structured-trace artifact ``inductor_provenance_tracking_node_mappings``
+  maps each call site (``kernel_name:debug_handle``, the handle counting calls in order) to
+  the post-grad FX nodes it computes, and ``..._kernel_stack_traces`` to their source lines;
+  a handler on the structured-trace logger (``torch.__trace``) collects both, and each graph's
+  frame (``compilation_metrics``);
+* a read-only post-grad pass (run last, after any pass the program set, which still runs)
+  keeps each post-grad node's ``nn_module_stack``: the modules whose code made it;
+* inductor's FX-graph and AOT-autograd caches are off: a cache hit compiles nothing, so it
+  would give no module stacks (the custom pass also makes those caches bypass);
+* generated C++ kernels record themselves to the profiler (``cpp.enable_kernel_profile``), so
+  a CPU capture sees them as it sees aten ops.
+
+Everything is put back as it was on exit. ``rows()`` gives the call sites, one dict each (the
+``compiled`` table, :mod:`workbench.trace.compiled`), and ``summary()`` what was recorded.
+
+Module paths. A path in ``nn_module_stack`` names a module from the compiled frame's locals
+(``L['self'].model.layers.0.self_attn``). Paths are made relative to the graph's root: the one
+module every node of the graph lies in, where there is one (``LlamaForCausalLM`` when a
+wrapper's method calls ``self.model``), else the frame's first argument (``self`` of a compiled
+``forward``). So they read as ``annotate_modules`` names them (``model.layers.0.self_attn``) and
+the root is named by its class, as its range is in an eager capture. A call site computing
+nodes of several modules gets their common ancestor; one whose nodes lie in two layers is
+flagged (``crosses_layers``).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+
+from ..vocabulary import MODULE_LAYER_PATH
+
+TRACE_LOGGER = "torch.__trace"
+MAPPINGS = "inductor_provenance_tracking_node_mappings"
+STACKS = "inductor_provenance_tracking_kernel_stack_traces"
+# A local or global of the compiled frame that a module path starts from: L['self'], G['model'].
+_ROOT_VAR = re.compile(r"^[LG]\['([^']*)'\]")
+_INDEX = re.compile(r"\[\s*'?([^'\]]*)'?\s*\]")
+_LAYER = re.compile(rf"(?:^|\.)({MODULE_LAYER_PATH})(?=\.|$)")
+_FILE_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+@dataclass
+class _Graph:
+    """What one compile said, as it arrives: node -> module stack, the provenance mappings, the
+    kernel stack traces and the frame."""
+
+    modules: dict = field(default_factory=dict)  # node name -> [(relative-to-frame path, class name)]
+    mappings: dict | None = None
+    stacks: dict | None = None
+    frame: dict = field(default_factory=dict)
+
+
+class _Collect(logging.Handler):
+    def __init__(self, sink: "CompilerRecorder"):
+        super().__init__(logging.DEBUG)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.sink._record(getattr(record, "metadata", None) or {}, getattr(record, "payload", None))
+        except Exception:  # a record of a form this version does not give: never the program's failure
+            pass
+
+
+def _module_pass_type():
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    class ModuleStacks(CustomGraphPass):
+        """Reads each post-grad node's ``nn_module_stack``; changes nothing, then runs the pass
+        the program had set. ``uuid`` None: a graph compiled with it is not cached."""
+
+        def __init__(self, sink, previous):
+            self.sink, self.previous = sink, previous
+
+        def __call__(self, graph):
+            self.sink._modules(graph)
+            if self.previous is not None:
+                self.previous(graph)
+
+        def uuid(self):
+            return None
+
+        def __deepcopy__(self, memo):
+            # torch.compile copies inductor's config; the copy must still reach this recorder.
+            return self
+
+    return ModuleStacks
+
+
+class CompilerRecorder:
+    """Collects inductor's provenance for every graph compiled while it is installed (a context
+    manager, or :meth:`install` / :meth:`uninstall`); see the module docstring."""
+
+    def __init__(self):
+        self._graphs: dict[str, list[_Graph]] = {}
+        self._installed = None
+
+    # --- installing ---------------------------------------------------------------------
+
+    def install(self) -> "CompilerRecorder":
+        """Install (once); without torch (a program that never imports it) there is nothing
+        to record and the recorder stays empty."""
+        if self._installed is not None:
+            return self
+        try:
+            import torch._inductor.config as inductor
+        except ImportError:
+            return self
+        settings = {"trace.provenance_tracking_level": 1, "fx_graph_cache": False,
+                    "cpp.enable_kernel_profile": True,
+                    "post_grad_custom_post_pass": _module_pass_type()(self, inductor.post_grad_custom_post_pass)}
+        patches = [inductor.patch(settings)]
+        try:
+            import torch._functorch.config as functorch
+
+            if hasattr(functorch, "enable_autograd_cache"):
+                patches.append(functorch.patch(enable_autograd_cache=False))
+        except ImportError:
+            pass
+        for p in patches:
+            p.__enter__()
+        logger = logging.getLogger(TRACE_LOGGER)
+        handler = _Collect(self)
+        level = logger.level
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(handler)
+        self._installed = (patches, logger, handler, level)
+        return self
+
+    def uninstall(self) -> None:
+        if self._installed is None:
+            return
+        patches, logger, handler, level = self._installed
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        for p in reversed(patches):
+            p.__exit__(None, None, None)
+        self._installed = None
+
+    def __enter__(self):
+        return self.install()
+
+    def __exit__(self, *exc):
+        self.uninstall()
+
+    # --- collecting ---------------------------------------------------------------------
+
+    def _current(self, compile_id: str, new_when: str) -> _Graph:
+        """The graph of ``compile_id`` still waiting for ``new_when`` (a field), else a new one:
+        a frame may compile more than one graph (forward, backward), each in order."""
+        graphs = self._graphs.setdefault(compile_id, [])
+        for g in graphs:
+            if not getattr(g, new_when):
+                return g
+        graphs.append(_Graph())
+        return graphs[-1]
+
+    def _modules(self, graph) -> None:
+        import torch
+
+        cid = torch._guards.CompileContext.current_compile_id()
+        stacks = {}
+        for node in graph.nodes:
+            stack = node.meta.get("nn_module_stack")
+            if stack:
+                stacks[node.name] = [(str(path), getattr(cls, "__name__", str(cls))) for path, cls in stack.values()]
+        self._current(str(cid), "modules").modules = stacks
+
+    def _record(self, meta: dict, payload) -> None:
+        cid = f"{meta['frame_id']}/{meta['frame_compile_id']}" if "frame_id" in meta else None
+        artifact = meta.get("artifact") or {}
+        if cid is not None and artifact.get("name") == MAPPINGS and payload:
+            self._current(cid, "mappings").mappings = json.loads(payload)
+        elif cid is not None and artifact.get("name") == STACKS and payload:
+            self._current(cid, "stacks").stacks = json.loads(payload)
+        elif "compilation_metrics" in meta:
+            m = meta["compilation_metrics"]
+            cid = cid or m.get("compile_id")
+            if cid is not None:
+                frame = {k: m.get(k) for k in ("co_name", "co_filename", "co_firstlineno")}
+                for g in self._graphs.get(str(cid), []):
+                    g.frame = frame
+
+    # --- results ------------------------------------------------------------------------
+
+    def rows(self) -> list[dict]:
+        """Every recorded call site, graph by graph in compile order, each in call order."""
+        out = []
+        for cid, graphs in self._graphs.items():
+            for i, g in enumerate(graphs):
+                if g.mappings is not None:
+                    out += _sites(f"{cid}" if len(graphs) == 1 else f"{cid}#{i}", g)
+        return out
+
+    def summary(self) -> dict:
+        """How many graphs were compiled, how many gave their call sites, and a note on those
+        that did not."""
+        graphs = [g for gs in self._graphs.values() for g in gs]
+        told = [g for g in graphs if g.mappings is not None]
+        out = {"graphs": len(graphs), "with_provenance": len(told), "call_sites": len(self.rows())}
+        if len(told) < len(graphs):
+            out["note"] = (f"{len(graphs) - len(told)} compiled graph(s) gave no provenance (compiled by "
+                           "another backend, or from a cache)")
+        return out
+
+
+def _relative(path: str) -> tuple[str, str]:
+    """``(variable, path below it)``: ``L['self'].model.layers[0]`` -> (``self``, ``model.layers.0``)."""
+    m = _ROOT_VAR.match(path)
+    var, rest = (m.group(1), path[m.end():]) if m else ("", path)
+    rest = _INDEX.sub(lambda x: "." + x.group(1), rest)
+    return var, rest.strip(".")
+
+
+def _root(modules: dict) -> tuple[str, str | None]:
+    """The graph's root: the path every node's stack starts with, and its class, where one
+    module holds them all; else ("", None): the frame's own argument."""
+    firsts = {tuple(stack[0]) for stack in modules.values() if stack}
+    if len(firsts) == 1:
+        path, cls = next(iter(firsts))
+        return _relative(path)[1], cls
+    return "", None
+
+
+def _common(paths: list[str]) -> str:
+    parts = [p.split(".") if p else [] for p in paths]
+    out = []
+    for level in zip(*parts):
+        if len(set(level)) != 1:
+            break
+        out.append(level[0])
+    return ".".join(out)
+
+
+def _frame_name(frame: dict) -> str:
+    """The compiled function as a run's range names it: the class of a compiled method
+    (``LlamaForCausalLM`` for its ``forward``), else the function's name."""
+    name = frame.get("co_name") or "compiled"
+    owner = _owner_class(frame.get("co_filename"), frame.get("co_firstlineno"))
+    return owner or name
+
+
+def _owner_class(filename, line) -> str | None:
+    """The class whose method starts at ``filename:line``, read from the source (None: none)."""
+    if not filename or not isinstance(line, int):
+        return None
+    try:
+        with open(filename, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                        item.lineno == line or any(d.lineno == line for d in item.decorator_list)):
+                    return node.name
+    return None
+
+
+def _source(stacks: dict | None, key: str) -> str:
+    """The innermost frame of a call site's first stack trace: ``file:line (function)``."""
+    traces = (stacks or {}).get(key) or []
+    found = _FILE_LINE.findall(traces[0]) if traces else []
+    if not found:
+        return ""
+    f, line, fn = found[-1]
+    return f"{f}:{line} ({fn})"
+
+
+def _sites(graph_id: str, g: _Graph) -> list[dict]:
+    mapping = g.mappings.get("cppCodeToPost") or {}
+    root, root_cls = _root(g.modules)
+    run = root_cls or _frame_name(g.frame)
+    keyed = []
+    for key, nodes in mapping.items():
+        kernel, _, handle = key.rpartition(":")
+        if not handle.isdigit():
+            kernel, handle = key, "-1"
+        keyed.append((int(handle), kernel, key, nodes))
+    rows = []
+    for call, kernel, key, nodes in sorted(keyed):
+        paths = []
+        for n in nodes if isinstance(nodes, list) else []:
+            stack = g.modules.get(n)
+            if stack:
+                rel = _relative(stack[-1][0])[1]
+                paths.append(rel[len(root):].lstrip(".") if root and (rel == root or rel.startswith(root + ".")) else rel)
+        layers = {m.group(1) for p in paths for m in _LAYER.finditer(p)}
+        rows.append({"graph": graph_id, "call": call, "kernel": kernel,
+                     "kind": "library" if kernel.startswith("extern_kernels.") or "." in kernel else "generated",
+                     "module": _common(paths) if paths else "", "modules": len(set(paths)),
+                     "crosses_layers": len(layers) > 1, "root": run, "source": _source(g.stacks, key),
+                     "function": str(g.frame.get("co_name") or "")})
+    return rows
