@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
-exec .venv/bin/workbench demo "$@"
+exec .venv/bin/workbench demo --sweep benchmarks/results/h200_live.json "$@"

@@ -298,7 +298,7 @@ def test_trace_explorer(pair):
 
 
 def test_find_trace_and_sweep_loader(tmp_path, monkeypatch):
-    from workbench.viz.notebook import find_trace, load_sweep, traces_root
+    from workbench.viz import find_trace, load_sweep, traces_root
 
     monkeypatch.setenv("WORKBENCH_TRACES", str(TRACES))
     monkeypatch.setenv("WORKBENCH_PREFER_LIVE", "0")  # live captures in traces/ would be preferred
@@ -351,7 +351,7 @@ def _fake_live(root: Path, name: str, ref: str, variant: dict, engine: str, back
 def test_find_pair_prefers_matching_live_captures(tmp_path, monkeypatch):
     """Live captures named as benchmarks/live_campaign.py names them pair up by name; graph
     and compile engines are left out; the reference pair is the fallback."""
-    from workbench.viz.notebook import find_pair, find_trace, load_sweep
+    from workbench.viz import find_pair, find_trace, load_sweep
 
     monkeypatch.delenv("WORKBENCH_PREFER_LIVE", raising=False)
     root = tmp_path / "traces"

@@ -88,7 +88,7 @@ def test_explorer_layout_and_a_chosen_instance():
 
 
 def test_store_summary_is_one_line(monkeypatch):
-    from workbench.viz.notebook import store_summary
+    from workbench.viz import store_summary
 
     monkeypatch.setenv("WORKBENCH_PREFER_LIVE", "0")
     line = store_summary(TRACES)

@@ -5,7 +5,9 @@
 2. Capture the reference decoder unfused and fused with the project's own code — on the GPU
    when there is one, else on the CPU with torch.profiler (Triton in interpreter mode) —
    and diff those captures the same way.
-3. Write self-contained HTML and Markdown reports for both comparisons to ``--out``.
+3. Write self-contained HTML and Markdown reports for both comparisons to ``--out``, the
+   bucketing one with the sweep results given with ``--sweep`` (``scripts/demo.sh`` gives the
+   repository's ``benchmarks/results/h200_live.json``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ BUCKETING = (
     ("h200-cache-full-ctx2048-eager-torch", "h200-cache-bucketed-ctx2048-eager-torch"),
     ("ref-h200-kvwrite-fused-cache-full-torch", "ref-h200-kvwrite-fused-cache-bucketed-torch"),
 )
-SWEEP = Path("benchmarks/results/h200_live.json")
 # Small enough for a 2-core CPU without a GPU, with the same ranges and kernel mix.
 CPU_VARIANT = {"layers": 4, "rows": 2048, "ctx": 64}
 
@@ -37,6 +38,8 @@ def add_parser(sub) -> None:
     s = sub.add_parser("demo", help="the main job: diff the committed traces, capture the decoder, write reports")
     s.add_argument("--out", default="out", help="directory for the reports (default ./out)")
     s.add_argument("--no-capture", action="store_true", help="skip the live capture")
+    s.add_argument("--sweep", default=None, metavar="PATH",
+                   help="sweep results (JSON) for the bucketing report's latency-vs-context section (default: none)")
     s.add_argument("--device", default=None, type=device, help="cpu or cuda (default: cuda when available)")
     s.set_defaults(func=run)
 
@@ -74,12 +77,15 @@ def run(args) -> int:
     from ..trace import default_root, list_traces
 
     root = Path(args.root) if args.root else default_root()
+    if args.sweep is not None:  # a bad file is refused before any work, not after the first report
+        from ..reporting.inputs import load_sweep
+
+        load_sweep(args.sweep)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stored = set(list_traces(root))
     _say(f"workbench demo: {len(stored)} stored trace(s) under {root}/")
 
-    sweep = SWEEP if SWEEP.is_file() else None
     for case, choices, with_sweep in (("fusion", FUSION, False), ("bucketing", BUCKETING, True)):
         chosen = next((c for c in choices if set(c) <= stored), None)
         if chosen is None:
@@ -88,7 +94,7 @@ def run(args) -> int:
         _say(f"\nCommitted {case} traces")
         _headline(wb.diff(wb.open_trace(chosen[0], root), wb.open_trace(chosen[1], root)))
         r = wb.report(*chosen, html=out / f"{case}-report.html", md=out / f"{case}-report.md",
-                      sweep=sweep if with_sweep else None, root=root)
+                      sweep=args.sweep if with_sweep else None, root=root)
         _say(f"  report: {', '.join(r.written)}")
 
     if not args.no_capture:

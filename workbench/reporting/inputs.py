@@ -8,7 +8,6 @@ and its metadata. Traces of different workloads are refused unless ``allow_mixed
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -134,19 +133,12 @@ def is_sweep_file(src) -> bool:
 
 
 def load_sweep(path) -> Sweep:
-    path = Path(path)
-    if path.is_dir():
-        raise WorkbenchError(path, "sweep results must be a JSON file, not a directory")
-    if not path.is_file():
-        raise WorkbenchError(path, "no such sweep results file")
-    raw = path.read_bytes()
-    try:
-        doc = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise WorkbenchError(path, f"sweep results are not valid JSON ({e})") from None
+    from ..analysis.sweeps import read
     from .sweep import normalize
 
-    rows, meta, not_run = normalize(doc, path)
+    path = Path(path)
+    points = read(path)
+    rows, meta, not_run = normalize(points, path)
     if not rows:
         raise WorkbenchError(path, "sweep results hold no timed points (need context length and a latency per point)")
-    return Sweep(path.name, hashlib.sha256(raw).hexdigest(), rows, meta, not_run)
+    return Sweep(path.name, points.sha256, rows, meta, not_run)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from importlib import import_module
 
-# Public name -> the submodule that defines it. No public name is also a submodule's name: a
-# submodule, once imported, would take that name's place on the package.
+# Public name -> the module that defines it: a submodule's short name, or a module's dotted
+# name. No public name is also a submodule's name: a submodule, once imported, would take that
+# name's place on the package.
 _API = {
     "layer_counts": "diff_figures", "layer_time": "diff_figures", "diff_bars": "diff_figures",
     "range_composition": "trace_figures", "launches_per_step": "trace_figures", "summary_bars": "trace_figures",
@@ -22,8 +23,10 @@ _API = {
     "TraceDiffWidget": "diff_widget", "TraceExplorer": "explorer", "alignment_table": "widgets",
     "kernel_colors": "colors", "range_color": "colors", "range_colors": "colors", "variant_color": "colors",
     "variant_colors": "colors", "color_map": "colors", "trace_presentation": "colors", "units": "common",
-    "traces_root": "notebook", "find_trace": "notebook", "find_pair": "notebook", "default_pair": "notebook",
-    "load_sweep": "notebook",
+    "default_pair": "notebook", "load_sweep": "notebook",
+    # The store look-ups live below viz: nothing in them draws.
+    "traces_root": "workbench.trace.store.catalog", "find_trace": "workbench.trace.store.catalog",
+    "find_pair": "workbench.trace.store.catalog", "store_summary": "workbench.trace.store.catalog",
 }
 
 __all__ = sorted(_API)
@@ -31,7 +34,8 @@ __all__ = sorted(_API)
 
 def __getattr__(name: str):
     if name in _API:
-        value = getattr(import_module(f"{__name__}.{_API[name]}"), name)
+        where = _API[name]
+        value = getattr(import_module(where if "." in where else f"{__name__}.{where}"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,9 +18,10 @@ from ..analysis.diff import TraceDiff, diff
 from ..analysis.projection import NO_LAUNCH, NO_RANGE
 from ..textfmt import num, us
 from ..trace import Trace, list_traces
+from ..trace.store.catalog import traces_root
 from .colors import STATUS, STATUS_TEXT
 from .diff_figures import diff_bars
-from .notebook import default_pair, traces_root
+from .notebook import default_pair
 from .select import index
 from .timelines import timeline, timeline_pair
 from .widgets import _STYLE, alignment_table, error, open_cached, range_header, show, status_line, working

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..analysis.tables import BY, summary
 from ..trace import Trace, list_traces
-from .notebook import traces_root
+from ..trace.store.catalog import traces_root
 from .select import index
 from .timelines import timeline
 from .trace_figures import summary_bars

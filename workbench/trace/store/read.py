@@ -64,6 +64,15 @@ def read_manifest(path: Path) -> dict:
     return meta
 
 
+def manifest_or_empty(path: Path) -> dict:
+    """:func:`read_manifest`, or ``{}`` where it refuses: for listings, where a trace whose
+    manifest is missing or broken is one that matches nothing rather than an error."""
+    try:
+        return read_manifest(path)
+    except WorkbenchError:
+        return {}
+
+
 def _attribution_ok(totals) -> bool:
     return isinstance(totals, dict) and all(isinstance(totals.get(s), dict) for s in STATUSES)
 
