@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..errors import WorkbenchError
 from .assemble import build
+from .manifest import SOURCE
 from .options import DEFAULT, ImportOptions
 from .readers import read
 from .schema import Trace
@@ -17,8 +18,8 @@ def import_file(path: str | os.PathLike, options: ImportOptions = DEFAULT) -> Tr
     path = Path(path)
     options.apply()
     trace = build(read(path, options), str(path), options)
-    trace.meta.setdefault("source", {})
-    trace.meta["source"].update({"file": path.name, "bytes": path.stat().st_size})
+    trace.meta.setdefault(SOURCE, {})
+    trace.meta[SOURCE].update({"file": path.name, "bytes": path.stat().st_size})
     return trace
 
 

@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 
 from ...errors import TraceFormatError
+from ..manifest import ATTRIBUTION, GRAPH_KERNELS, graph_note
 from ..options import DEFAULT, ImportOptions
-from ..schema import REQUIRED, SCHEMA, TABLES, RawTables, Trace, empty_table, graph_note, set_column, typed
+from ..schema import REQUIRED, SCHEMA, TABLES, RawTables, Trace, empty_table, set_column, typed
 from .attribution import attribute, innermost_ranges
 from .graph_ranges import capture_ranges
 from .launches import graph_launched, join_launches, merge_names
@@ -75,11 +76,11 @@ def build(raw: RawTables, where: str, options: ImportOptions = DEFAULT) -> Trace
         set_column(out["ranges"], col, values)
     # The derived columns were added last: each table in SCHEMA order (no data copied).
     tables = {t: df[list(SCHEMA[t])] for t, df in out.items()}
-    meta = {**raw.meta, "attribution": totals}
+    meta = {**raw.meta, ATTRIBUTION: totals}
     n_graph = sum(t["graph_kernels"] for t in totals.values())
     if n_graph:  # how they were attributed, in the manifest too
-        meta["graph_kernels"] = {"kernels": n_graph, "by_capture": graphs["by_capture"] if graphs else 0}
-        meta["graph_kernels"]["note"] = graph_note(meta)
+        meta[GRAPH_KERNELS] = {"kernels": n_graph, "by_capture": graphs["by_capture"] if graphs else 0}
+        meta[GRAPH_KERNELS]["note"] = graph_note(meta)
     return Trace(tables, meta)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import WorkbenchError
+from ..manifest import ATTRIBUTION, NAME, SOURCE
 from ..schema import SCHEMA, STATUSES, TABLES, Trace
 from .layout import MANIFEST
 
@@ -27,9 +28,9 @@ def load(path: str | os.PathLike) -> Trace:
         raise WorkbenchError(path, "not a directory")
     meta = read_manifest(path)
     tables = StoredTables(path)
-    if not _attribution_ok(meta.get("attribution")):  # stored in format 1, or edited
-        meta["attribution"] = tables.attribution()[1]
-    return Trace(tables, meta, name=meta.get("name", path.name), path=str(path))
+    if not _attribution_ok(meta.get(ATTRIBUTION)):  # stored in format 1, or edited
+        meta[ATTRIBUTION] = tables.attribution()[1]
+    return Trace(tables, meta, name=meta.get(NAME, path.name), path=str(path))
 
 
 def read_manifest(path: Path) -> dict:
@@ -43,7 +44,7 @@ def read_manifest(path: Path) -> dict:
         raise WorkbenchError(man, f"unreadable manifest: {e}") from None
     if not isinstance(meta, dict):
         raise WorkbenchError(man, "manifest is not a JSON object")
-    if not isinstance(meta.get("source", {}), dict):
+    if not isinstance(meta.get(SOURCE, {}), dict):
         raise WorkbenchError(man, "manifest field 'source' is not an object")
     return meta
 
