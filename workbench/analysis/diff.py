@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from ..trace.arrays import group_sums
-from ..trace.schema import Trace, work_units
+from ..trace.manifest import work_units
+from ..trace.schema import Trace
 from .alignment import Alignment, align
 from .projection import NO_LAUNCH, NO_RANGE, project
 from .stats import Comparison, compare_timing
@@ -56,7 +57,7 @@ class TraceDiff:
     # The timed phases both captures recorded, B against A with a confidence interval and a
     # verdict (:mod:`.stats`).
     timing: list[Comparison] = field(default_factory=list)
-    # What each side's kernel table holds (``kernel`` or ``cpu_op``: trace.schema.work_units),
+    # What each side's kernel table holds (``kernel`` or ``cpu_op``: trace.manifest.work_units),
     # so views of the diff word CPU ops as such.
     work_units: tuple[str, str] = ("kernel", "kernel")
 

@@ -262,12 +262,12 @@ def outputs_equal(a, b, tolerance: float = 1e-4) -> dict:
     """Whether two captures (``Trace`` objects or their manifests) recorded the same outputs:
     :func:`compare` of their ``outputs``; a capture without outputs is an error."""
     from ..errors import WorkbenchError
+    from ..trace.manifest import OUTPUTS, section
 
     found = []
     for x in (a, b):
-        meta = getattr(x, "meta", x)
-        o = meta.get("outputs") if isinstance(meta, Mapping) else None
-        if not isinstance(o, Mapping) or not _items(o):
+        o = section(getattr(x, "meta", x), OUTPUTS)
+        if not _items(o):
             raise WorkbenchError(getattr(x, "label", "capture"), "recorded no outputs to compare")
         found.append(o)
     return compare(*found, tolerance=tolerance)

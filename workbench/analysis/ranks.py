@@ -32,7 +32,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace.schema import Trace, work_units
+from ..trace.manifest import ATTRIBUTION, section, work_units
+from ..trace.schema import Trace
 from .busy import busy_per_step, union_lengths
 from .projection import project
 from .steps import NO_STEP, OTHER, PHASES, _matches
@@ -128,7 +129,7 @@ def rank_tables(trace: Trace, collective_regex: str | None = None, layer_regex: 
     work units and their time, as the manifest's attribution counts them)."""
     found = collective_intervals(trace, collective_regex, layer_regex)
     steps = rank_steps(trace, found)
-    totals = trace.meta["attribution"]
+    totals = section(trace.meta, ATTRIBUTION)
     return {
         "steps": steps,
         "collectives": rank_collectives(found, steps),

@@ -15,7 +15,7 @@ significant change". Lower is better for times (``faster`` when B's median is lo
 
 The samples to compare, per timed phase, are each trace's recorded samples
 (:func:`timed_samples`), from an interleaved ``workbench bench --store`` (``timing_bench``) where
-the manifest holds one, else from the capture (``timing``; :func:`recorded_timing`): per run
+the manifest holds one, else from the capture (``timing``; ``trace.manifest.recorded_timing``): per run
 where kept (``decode_step_ms_per_repeat``: each repetition's mean step, the unit that varies run
 to run), else per step or per call.
 """
@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
+
+from ..trace.manifest import recorded_timing
 
 RESAMPLES = 2000
 CONFIDENCE = 0.95
@@ -87,16 +89,6 @@ def compare_samples(metric: str, a, b, *, confidence: float = CONFIDENCE, min_ef
     significant = (high < 1.0 or low > 1.0) and abs(ratio - 1.0) >= min_effect
     verdict = ("faster" if ratio < 1.0 else "slower") if significant else "no significant change"
     return Comparison(metric, ma, mb, ratio, low, high, bool(significant), verdict, len(a), len(b))
-
-
-def recorded_timing(meta: dict) -> tuple[str, dict]:
-    """Which timing a trace is compared by, and it: ``timing_bench`` (an interleaved
-    ``workbench bench --store``) when the manifest holds it, else the capture's ``timing``
-    (``("timing", {})`` when there is none)."""
-    for key in ("timing_bench", "timing"):
-        if isinstance(meta.get(key), dict):
-            return key, meta[key]
-    return "timing", {}
 
 
 def timed_samples(meta: dict, metric: str) -> list[float] | None:

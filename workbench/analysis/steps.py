@@ -37,6 +37,7 @@ import pandas as pd
 
 from ..patterns import compile_regex
 from ..trace.arrays import climb
+from ..trace.manifest import ANALYSIS, section
 from ..trace.schema import Trace
 from .layers import label_parts
 
@@ -152,13 +153,13 @@ def set_phases(trace: Trace, step_regex: str | None = None, prefill_regex: str |
         compile_regex(regex, f"--{flag.replace('_', '-')}")
         chosen[flag] = regex
     if chosen:
-        trace.meta["analysis"] = {**(trace.meta.get("analysis") or {}), **chosen}
+        trace.meta[ANALYSIS] = {**section(trace.meta, ANALYSIS), **chosen}
         trace.memo.clear()
         trace.views.pop("projected", None)
 
 
 def _resolve(trace: Trace, step_regex: str | None, prefill_regex: str | None) -> tuple[str, str]:
-    chosen = trace.meta.get("analysis") if isinstance(trace.meta.get("analysis"), dict) else {}
+    chosen = section(trace.meta, ANALYSIS)
     return (step_regex or chosen.get("step_regex") or STEP_REGEX,
             prefill_regex or chosen.get("prefill_regex") or PREFILL_REGEX)
 

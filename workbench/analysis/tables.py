@@ -7,6 +7,7 @@ import pandas as pd
 
 from ..errors import WorkbenchError
 from ..trace.arrays import group_sums
+from ..trace.manifest import ATTRIBUTION, section
 from ..trace.schema import Trace
 from .projection import NO_LAUNCH, NO_RANGE, kernel_display, trace_labels, trace_layers
 from .steps import PHASES, step_groups, step_rows, trace_steps_info
@@ -47,7 +48,7 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> 
     own = trace.columns("ranges", ["kernels", "gpu_time_ns", "graph_kernels"])
     used = np.flatnonzero(own["kernels"].to_numpy() > 0)
     # One row per range that launched kernels, then one per kind of unattributed kernel.
-    totals = trace.meta["attribution"]
+    totals = section(trace.meta, ATTRIBUTION)
     extra = [(label, totals[status]) for label, status in ((NO_RANGE, "no_range"), (NO_LAUNCH, "no_launch"))
              if totals[status]["kernels"]]
 

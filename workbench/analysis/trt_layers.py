@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import WorkbenchError
+from ..trace.manifest import TENSORRT, section
 from ..trace.readers.trtexec import DOMAIN
 from ..trace.readers.trtexec.files import find, load
 from ..trace.readers.trtexec.layers import graph_layers
@@ -29,8 +30,7 @@ def engine_layers(trace: Trace) -> pd.DataFrame:
     """One row per layer of a trtexec-imported trace, in execution order: ``index``, ``name``,
     ``type``, ``precision``, ``output_format``, ``tactic``, ``origin``, ``avg_ms``, ``median_ms``,
     ``percentage``, ``profiled``. Usable in SQL: ``trace.sql(q, layers=engine_layers(trace))``."""
-    engine = trace.meta.get("tensorrt") if isinstance(trace.meta, dict) else None
-    layers = engine.get("layers") if isinstance(engine, dict) else None
+    layers = section(trace.meta, TENSORRT).get("layers")
     if not isinstance(layers, list):
         raise WorkbenchError(trace.label, "not a TensorRT engine trace (import trtexec's X.graph.json and "
                                           "X.profile.json to get one)")

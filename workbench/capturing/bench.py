@@ -152,7 +152,8 @@ def bench(*refs, rounds: int = 10, device: str | None = None, store: bool = Fals
     repetition (default: each trace's own, 3 for a spec). ``store``: write each stored
     trace's samples into its manifest as ``timing_bench``. ``trust_code``: import and run a
     ``module:attribute`` that a trace names (a call's function, a plugin workload)."""
-    from .bench_store import KEY, store_samples
+    from ..trace.manifest import TIMING_BENCH
+    from .bench_store import store_samples
 
     if rounds < 2:
         raise WorkbenchError("bench", "rounds must be at least 2 (each round gives every variant one sample)")
@@ -176,7 +177,7 @@ def bench(*refs, rounds: int = 10, device: str | None = None, store: bool = Fals
         result.stored = store_samples([(v.path, timing[v.label]) for v in variants if v.path is not None])
         for r, v in zip(refs, variants):
             if hasattr(r, "meta") and v.path is not None:  # a Trace given: its manifest as now stored
-                r.meta[KEY] = timing[v.label]
+                r.meta[TIMING_BENCH] = timing[v.label]
     return result
 
 

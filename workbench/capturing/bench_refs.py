@@ -56,6 +56,7 @@ def _from_spec(ref: str, label: str, steps: int | None) -> Variant:
 
 def _from_trace(ref: str, label: str, root, steps: int | None, trust_code: bool) -> Variant:
     from .. import engines, workloads
+    from ..trace.manifest import CAPTURE, ENV, capture_kind, section
     from ..trace.store import check_name, default_root, is_trace_dir, load
 
     path = Path(ref)
@@ -66,10 +67,9 @@ def _from_trace(ref: str, label: str, root, steps: int | None, trust_code: bool)
             raise WorkbenchError(ref, f"no stored trace of that name under {path.parent}/ (bench takes stored "
                                       "traces, or WORKLOAD:key=value,...)")
     meta = load(path).meta
-    cap = meta.get("capture") if isinstance(meta.get("capture"), dict) else {}
-    env = meta.get("env") if isinstance(meta.get("env"), dict) else {}
-    where = place(cap.get("device"), env.get("gpu"))
-    kind = cap.get("kind") or ("workload" if cap.get("workload") else None)
+    cap = section(meta, CAPTURE)
+    where = place(cap.get("device"), section(meta, ENV).get("gpu"))
+    kind = capture_kind(meta)
     if kind == "command":
         raise WorkbenchError(ref, "a command capture ran another program: it cannot be re-timed in this process "
                                   "(bench takes workload and --call captures)")

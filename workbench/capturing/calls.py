@@ -93,6 +93,7 @@ def profile_call(fn, *args, kwargs: dict | None = None, name: str | None = None,
     the only form nsys takes). An exception raised by ``fn`` in this process reaches the
     caller unchanged; nothing is stored.
     """
+    from ..trace.manifest import CAPTURE, ENV, OUTPUTS, TIMING
     from ..trace.store import check_free
     from .store_capture import store_new
 
@@ -117,12 +118,12 @@ def profile_call(fn, *args, kwargs: dict | None = None, name: str | None = None,
             recorder = TorchRecorder(workdir / "kineto.json")
             result = measure(call, args, kwargs or {}, recorder=recorder, progress=progress, **settings)
             raw, tool = recorder.out, None
-        meta = {"capture": {"kind": "call", "backend": backend, "device": result["device"], "target": target,
-                            # The CLI's argv, or for an API call the call itself.
-                            "command": command or line, "command_line": shlex.join(command) if command else line, "tool_command": tool, "cwd": os.getcwd(),
-                            "wall_s": round(time.perf_counter() - started, 6), **settings,
-                            "process_argv": list(sys.orig_argv)},
-                "timing": result["timing"], "outputs": result["outputs"], "env": result.get("env")}
+        meta = {CAPTURE: {"kind": "call", "backend": backend, "device": result["device"], "target": target,
+                         # The CLI's argv, or for an API call the call itself.
+                         "command": command or line, "command_line": shlex.join(command) if command else line, "tool_command": tool, "cwd": os.getcwd(),
+                         "wall_s": round(time.perf_counter() - started, 6), **settings,
+                         "process_argv": list(sys.orig_argv)},
+                TIMING: result["timing"], OUTPUTS: result["outputs"], ENV: result.get("env")}
         return store_new(raw, meta, name, root=root, overwrite=overwrite, keep_raw=keep_raw, progress=progress,
                          compiled=result.get("compiled"))
 

@@ -165,16 +165,18 @@ def _check_run(run: dict, line: str, windows: bool) -> None:
 
 def _manifest(command: list[str], line: str, backend: str, windows: bool, run: dict, modules: str | None) -> dict:
     """``modules``: None (no module ranges), "" (the default selection) or the regex."""
+    from ..trace.manifest import CAPTURE, ENV, TIMING
+
     w = run["windows"] or {"opened": None, "recorded": None}
     return {
-        "capture": {"kind": "command", "backend": backend, "device": run["device"], "command": command,
-                    "command_line": line, "cwd": os.getcwd(), "tool_command": run["tool_command"],
-                    "exit_status": run["exit_status"], "wall_s": round(run["wall_s"], 6),
-                    "windows": {"mode": "windows" if windows else "whole", "opened": w["opened"],
-                                "recorded": w["recorded"] if windows else None},
-                    "modules": modules, "process_argv": list(sys.orig_argv)},
-        "env": run["env"],
-        "timing": {"timer": "host", "wall_ms": _one(run["wall_s"] * 1e3)},
+        CAPTURE: {"kind": "command", "backend": backend, "device": run["device"], "command": command,
+                 "command_line": line, "cwd": os.getcwd(), "tool_command": run["tool_command"],
+                 "exit_status": run["exit_status"], "wall_s": round(run["wall_s"], 6),
+                 "windows": {"mode": "windows" if windows else "whole", "opened": w["opened"],
+                             "recorded": w["recorded"] if windows else None},
+                 "modules": modules, "process_argv": list(sys.orig_argv)},
+        ENV: run["env"],
+        TIMING: {"timer": "host", "wall_ms": _one(run["wall_s"] * 1e3)},
     }
 
 

@@ -121,6 +121,7 @@ def _split(sqlite: Path, results: list[dict]) -> list:
     the rank that reported its pid; where pids do not match (another pid namespace), the
     parts in (GPU, pid) order, which is rank order when rank r runs on GPU r."""
     from ..trace.assemble import build
+    from ..trace.manifest import SOURCE
     from ..trace.options import DEFAULT
     from ..trace.readers import read
     from ..sets.split import split
@@ -138,7 +139,7 @@ def _split(sqlite: Path, results: list[dict]) -> list:
     for i in order:
         part, raw = parts[i]
         trace = build(raw, str(sqlite), DEFAULT)
-        trace.meta.setdefault("source", {}).update({"file": sqlite.name, "bytes": sqlite.stat().st_size, "part": part})
+        trace.meta.setdefault(SOURCE, {}).update({"file": sqlite.name, "bytes": sqlite.stat().st_size, "part": part})
         traces.append(trace)
     return traces
 
@@ -148,32 +149,32 @@ def _store(trace, result: dict, job: dict, tmp: Path, set_name: str, raw: list[P
     manifest a single capture's; returns its record in the set's manifest."""
     import numpy as np
 
+    from ..trace.manifest import CAPTURE, COUNTS, DISTRIBUTED, ENV, OUTPUTS, SET, SOURCE, TIMING, section, work_units
     from ..trace.store import save
     from .env import environment
     from .nsys_backend import find_nsys
 
     rank, device = result["rank"], result["device"]
     variant = ",".join(f"{k}={v}" for k, v in sorted(job["variant"].items()))
-    trace.meta["distributed"] = {**trace.meta.get("distributed", {}), "rank": rank, "local_rank": result["local_rank"],
-                                 "world_size": result["world"], "backend": result["comm_backend"],
-                                 "pid": result["pid"], "env": result.get("comm_env", {})}
+    trace.meta[DISTRIBUTED] = {**section(trace.meta, DISTRIBUTED), "rank": rank, "local_rank": result["local_rank"],
+                               "world_size": result["world"], "backend": result["comm_backend"],
+                               "pid": result["pid"], "env": result.get("comm_env", {})}
     trace.meta.update({
-        "capture": {**{k: v for k, v in job.items() if k != "ranks"}, "device": device, "engine_info": result["engine"],
-                    "rank": rank, "ranks": job["ranks"]},
-        "env": environment(device, find_nsys() if job["backend"] == "nsys" else None),
-        "timing": result["timing"],
-        "outputs": result.get("outputs"),
+        CAPTURE: {**{k: v for k, v in job.items() if k != "ranks"}, "device": device, "engine_info": result["engine"],
+                  "rank": rank, "ranks": job["ranks"]},
+        ENV: environment(device, find_nsys() if job["backend"] == "nsys" else None),
+        TIMING: result["timing"],
+        OUTPUTS: result.get("outputs"),
     })
     member = f"rank{rank}"
     roles = {"rank": rank, "local_rank": result["local_rank"], "host": result["host"], "run_id": "",
              "variant": variant}
-    trace.meta["set"] = {"name": set_name, **roles}  # a member opened alone still knows its place
+    trace.meta[SET] = {"name": set_name, **roles}  # a member opened alone still knows its place
     save(trace, member, tmp, raw=raw or None)
     devices = np.unique(trace.columns("kernels", ["device"])["device"].to_numpy())
-    return {"member": member, **roles, "source": trace.meta["source"]["file"], "pid": result["pid"],
+    return {"member": member, **roles, "source": section(trace.meta, SOURCE)["file"], "pid": result["pid"],
             "device": int(devices[0]) if len(devices) == 1 and devices[0] >= 0 else -1,
-            "kernels": int(trace.meta["counts"]["kernels"]),
-            "work_units": str(trace.meta["source"].get("work_units") or "kernel")}
+            "kernels": int(section(trace.meta, COUNTS)["kernels"]), "work_units": work_units(trace.meta)}
 
 
 def describe(ts) -> str:

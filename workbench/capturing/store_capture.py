@@ -15,6 +15,7 @@ def store_new(raw: Path, meta: dict, name: str, *, root=None, overwrite: bool = 
     sites ``compiled`` (``provenance.py``), add ``meta`` (an ``env`` of None is filled in from
     this process) and store it as ``name``; returns the ``Trace``."""
     from ..trace import import_file, save
+    from ..trace.manifest import CAPTURE, ENV
     from .env import environment, nsys_version
 
     phases = Phases(progress)
@@ -26,10 +27,10 @@ def store_new(raw: Path, meta: dict, name: str, *, root=None, overwrite: bool = 
             source = export(source, source.parent)
     with phases.phase("import"):
         trace = import_file(source, compiled=compiled)
-    if meta.get("env") is None:
-        meta["env"] = environment(meta["capture"]["device"], None, cwd=os.getcwd())
-    if meta["capture"]["backend"] == "nsys":
-        meta["env"]["nsys"] = nsys_version()
+    if meta.get(ENV) is None:
+        meta[ENV] = environment(meta[CAPTURE]["device"], None, cwd=os.getcwd())
+    if meta[CAPTURE]["backend"] == "nsys":
+        meta[ENV]["nsys"] = nsys_version()
     trace.meta.update(meta)
     with phases.phase("store"):
         save(trace, name, root=root, overwrite=overwrite, raw=[raw] if keep_raw else None)

@@ -103,6 +103,7 @@ def capture(workload: str, variant: dict | None = None, *, engine: str = "eager"
 def capture_spec(spec: CaptureSpec):
     """:func:`capture` of a :class:`CaptureSpec`."""
     from ..trace import import_file, save
+    from ..trace.manifest import CAPTURE, ENV, OUTPUTS, TIMING
     from ..trace.store import check_free
     from .env import environment
 
@@ -136,13 +137,13 @@ def capture_spec(spec: CaptureSpec):
 
             nsys = find_nsys()
         trace.meta.update({
-            "capture": {**spec.record(), "tool_command": tool_cmd,
-                        # The real process (a notebook kernel, a campaign script) behind an API call.
-                        "process_argv": list(sys.orig_argv),
-                        "engine_info": result["engine"]},
-            "env": environment(spec.device, nsys),
-            "timing": result["timing"],
-            "outputs": result.get("outputs"),
+            CAPTURE: {**spec.record(), "tool_command": tool_cmd,
+                     # The real process (a notebook kernel, a campaign script) behind an API call.
+                     "process_argv": list(sys.orig_argv),
+                     "engine_info": result["engine"]},
+            ENV: environment(spec.device, nsys),
+            TIMING: result["timing"],
+            OUTPUTS: result.get("outputs"),
         })
         raw = [workdir / "capture.nsys-rep" if spec.backend == "nsys" else trace_file] if spec.keep_raw else None
         save(trace, spec.name, root=spec.root, overwrite=spec.overwrite, raw=raw)

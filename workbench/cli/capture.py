@@ -111,17 +111,17 @@ def run(args) -> int:
 def _describe(trace) -> str:
     from .. import textfmt as fmt
     from ..analysis.stats import PHASE_SAMPLES
-    from ..trace.schema import work_units
+    from ..trace.manifest import CAPTURE, COUNTS, TIMING, capture_kind, section, work_units
 
     if hasattr(trace, "members"):  # a job of several ranks: a trace set
         from ..capturing.multirank import describe
 
         return describe(trace)
     meta = trace.meta
-    counts = meta["counts"]
+    counts = section(meta, COUNTS)
     unit = work_units(meta)
     line = f"{trace.path}: {counts['kernels']} {unit}s, {counts['ranges']} ranges"
-    timing, cap = meta.get("timing") or {}, meta.get("capture") or {}
+    timing, cap = section(meta, TIMING), section(meta, CAPTURE)
     # The samples diffs and reports compare (analysis.stats.PHASE_SAMPLES): each run's mean
     # decode step where recorded (the number a report shows), else each step or call.
     for metric, what in (("decode_step_ms", "decode step"), ("call_ms", "call")):
@@ -131,7 +131,7 @@ def _describe(trace) -> str:
             per = " (mean per run)" if key.endswith("_per_repeat") else ""
             line += (f", {what}{per} {fmt.ms(d['median'])} ms median of {d.get('n', '?')} (min {fmt.ms(d['min'])}, "
                      f"max {fmt.ms(d['max'])}, {timing['timer']})")
-    if "wall_s" in cap and cap.get("kind") == "command":
+    if "wall_s" in cap and capture_kind(meta) == "command":
         line += f", exit {cap['exit_status']} after {cap['wall_s']:.2f} s"
     windows = cap.get("windows") or {}
     if windows.get("mode") == "windows" and (windows.get("opened") or 0) > (windows.get("recorded") or 0):

@@ -55,7 +55,7 @@ def run(args) -> int:
     from .args import apply_phase_args, import_options
     from ..trace import open_trace
     from ..trace.compiled import compiled_note
-    from ..trace.schema import graph_note, work_units
+    from ..trace.manifest import graph_note, work_units
     from .sets import maybe_diff
 
     if (done := maybe_diff(args)) is not None:  # two trace sets, rank against rank
@@ -128,12 +128,14 @@ def _text(d, top: int, clean, timing: str, graphs: tuple) -> None:
 def _engine_text(e, metas: tuple[dict, dict], top: int, clean, timing: str) -> None:
     """Two TensorRT engines, layer by layer: totals, the changed layers (largest time change
     first), the layers only one engine has."""
+    from ..trace.manifest import TENSORRT, section
+
     t, out = e.totals, sys.stdout.write
     for side, label, meta in (("a", e.a, metas[0]), ("b", e.b, metas[1])):
         precisions = ", ".join(f"{k} {v}" for k, v in t[f"precisions_{side}"].items())
         out(f"{side.upper()}: {clean(label)}: TensorRT engine, {t['layers_' + side]} layers ({precisions}), "
             f"{ms(t['total_ms_' + side])} ms summed over its layers' profile (over "
-            f"{meta.get('tensorrt', {}).get('count', '?')} profiled iteration(s))\n")
+            f"{section(meta, TENSORRT).get('count', '?')} profiled iteration(s))\n")
     out(timing)
     out(f"\nlayers: {t['matched_by_name']} matched by name, {t['matched_by_position']} by position and type "
         f"(fused differently); {t['only_a']} only in A, {t['only_b']} only in B\n"
@@ -166,7 +168,7 @@ def _engine_text(e, metas: tuple[dict, dict], top: int, clean, timing: str) -> N
 def samples_source(meta: dict) -> str:
     """Where ``stats.timed_samples`` takes a trace's samples from: ``timing_bench`` (an
     interleaved ``workbench bench --store``) when the manifest holds it, else ``timing``."""
-    from ..analysis.stats import recorded_timing
+    from ..trace.manifest import recorded_timing
 
     return recorded_timing(meta)[0]
 

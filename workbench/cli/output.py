@@ -53,7 +53,7 @@ def finite(value):
 
 def cpu_columns(trace, df):
     """``df`` with a CPU-only trace's column names (``cpu_ops``, ``cpu_time_ns``, ``cpu_op``)."""
-    from ..trace.schema import work_units
+    from ..trace.manifest import work_units
 
     if work_units(trace.meta) != "cpu_op":
         return df
@@ -64,7 +64,7 @@ def print_source_note(meta: dict) -> None:
     """The importer's note on the source (GPU activity not imported, one process assumed), as
     one ``# ...`` line."""
     from ..textfmt import one_line
-    from ..trace.schema import source_note
+    from ..trace.manifest import source_note
 
     if source_note(meta):
         print(f"# {one_line(source_note(meta), 2000)}")

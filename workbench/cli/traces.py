@@ -50,6 +50,7 @@ def cmd_import(args) -> int:
     from pathlib import Path
 
     from ..trace import import_file, save
+    from ..trace.manifest import COUNTS, section
     from ..trace.store import check_free
 
     if (done := maybe_import(args, import_options(args))) is not None:  # import --set NAME FILES...
@@ -61,7 +62,7 @@ def cmd_import(args) -> int:
     trace = import_file(args.src, import_options(args))
     apply_phase_args(trace, args)
     path = save(trace, name, args.root, overwrite=args.force, raw=[args.src] if args.keep_raw else None)
-    counts = ", ".join(f"{v} {k}" for k, v in trace.meta["counts"].items())
+    counts = ", ".join(f"{v} {k}" for k, v in section(trace.meta, COUNTS).items())
     kept = ", raw capture kept" if args.keep_raw else ""
     print(f"stored {path} ({counts}{kept})")
     print_source_note(trace.meta)
@@ -83,7 +84,7 @@ def _default_name(src: str) -> str:
 def cmd_summary(args) -> int:
     from ..analysis import summary
     from ..trace import open_trace
-    from ..trace.schema import work_units
+    from ..trace.manifest import work_units
 
     if (done := maybe_summary(args)) is not None:  # a trace set
         return done
@@ -100,7 +101,7 @@ def cmd_summary(args) -> int:
     if not args.json:
         from ..textfmt import clean
         from ..trace.compiled import compiled_note
-        from ..trace.schema import graph_note
+        from ..trace.manifest import graph_note
 
         print(f"# {clean(trace.label)}: {len(trace.kernels)} {work_units(trace.meta)}s, "
               f"{len(trace.ranges)} ranges, by {args.by}")

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import shlex
 
+from ..trace.manifest import lookup
 from . import checks, provenance, results, tables, timing
 from .inputs import Input, Sweep
 from .model import Code, Headline, Report
-from .provenance import get
 from .words import words as words_of
 
 
@@ -22,10 +22,10 @@ def _variant_changes(base: Input, fix: Input) -> list[tuple[str, str, str]]:
     """(key, base value, fix value) for each capture setting and variant key that differs."""
     out = []
     for key in ("workload", "engine", "backend"):
-        a, b = get(base.meta, "capture", key), get(fix.meta, "capture", key)
+        a, b = lookup(base.meta, "capture", key), lookup(fix.meta, "capture", key)
         if a is not None and b is not None and a != b:
             out.append((key, str(a), str(b)))
-    va, vb = get(base.meta, "capture", "variant"), get(fix.meta, "capture", "variant")
+    va, vb = lookup(base.meta, "capture", "variant"), lookup(fix.meta, "capture", "variant")
     if isinstance(va, dict) and isinstance(vb, dict):
         for k in sorted(set(va) | set(vb), key=str):
             if va.get(k) != vb.get(k):

@@ -5,16 +5,16 @@ gaps ("not run / remaining gaps") the report could not close, with the reason fo
 from __future__ import annotations
 
 from ..trace.compiled import compiled_note
-from ..trace.schema import graph_counts, graph_note
+from ..trace.manifest import OUTPUTS, graph_counts, graph_note, lookup, section
 from .inputs import Input, Sweep
 from .model import Code, listing
-from .provenance import ENV_ITEMS, NOT_RECORDED, env_value, get
+from .provenance import ENV_ITEMS, NOT_RECORDED, env_value
 from .timing import NOT_TIMED
 from .words import Words
 
 def outputs(meta: dict) -> dict | None:
-    o = meta.get("outputs")
-    return o if isinstance(o, dict) and o else None
+    """The outputs a capture recorded, None where it recorded none."""
+    return section(meta, OUTPUTS) or None
 
 
 def _logits(o: dict):
@@ -31,7 +31,7 @@ def _logits(o: dict):
 def _tolerance(meta: dict, scale: float) -> float | None:
     from ..vocabulary import OUTPUT_TOLERANCE as TOLERANCE
 
-    dtype = get(meta, "capture", "engine_info", "dtype") or get(meta, "capture", "variant", "dtype")
+    dtype = lookup(meta, "capture", "engine_info", "dtype") or lookup(meta, "capture", "variant", "dtype")
     if dtype not in TOLERANCE:
         return None
     return TOLERANCE[dtype] * scale
@@ -110,10 +110,10 @@ def gaps(inputs: list[Input], phases: list[dict], d, sweep: Sweep | None, corr_g
         what = []
         if not ph:
             what.append(f"timing {NOT_TIMED}")
-        device = str(get(i.meta, "capture", "device") or "")
+        device = str(lookup(i.meta, "capture", "device") or "")
         if device and not device.startswith("cuda"):
             what.append(f"captured on {device}, not on a GPU")
-        elif not get(i.meta, "env", "gpu"):
+        elif not lookup(i.meta, "env", "gpu"):
             what.append("no GPU recorded in the trace's environment")
         missing = [label for label, paths in ENV_ITEMS
                    if label in ("torch", "triton", "Engine git revision", "Workbench git revision")
@@ -127,7 +127,7 @@ def gaps(inputs: list[Input], phases: list[dict], d, sweep: Sweep | None, corr_g
         gaps.append([what + ": ", listing((f"{i.role} ", Code(i.name)) for i in members)])
     for i in inputs:  # gaps the capture itself recorded
         for key in ("gaps", "not_run", "skipped"):
-            listed = get(i.meta, "capture", key) or i.meta.get(key)
+            listed = lookup(i.meta, "capture", key) or lookup(i.meta, key)
             for g in listed if isinstance(listed, list) else []:
                 gaps.append([f"{i.role} ", Code(i.name), ": ", Code(str(g))])
     gaps += corr_gaps
@@ -147,7 +147,7 @@ def gaps(inputs: list[Input], phases: list[dict], d, sweep: Sweep | None, corr_g
         gaps.append([f"{none}: no per-range comparison possible"])
     if sweep is not None:
         gaps += [["sweep: ", Code(s)] for s in sweep.not_run]
-    engines = {str(get(i.meta, "capture", "engine")) for i in inputs if get(i.meta, "capture", "engine")}
+    engines = {str(lookup(i.meta, "capture", "engine")) for i in inputs if lookup(i.meta, "capture", "engine")}
     if engines:
         from ..vocabulary import ENGINE_KINDS as KINDS
 

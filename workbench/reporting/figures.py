@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import html
 
-from .provenance import get
+from ..trace.manifest import lookup
 from .tables import metric_rank, ranges_view
 
 MAX_RANGES = 4
@@ -128,7 +128,7 @@ def build(inputs, d, names: list[str], words, sweep=None, primary=()) -> list[tu
     figs.append(("steps", f"Range composition by {w.unit} ({w.time} per step)",
                  viz.range_composition({f"{i.role}: {i.name}": i.trace for i in inputs[:2]}, metric="gpu_time")))
     if sweep is not None:
-        base_values = {str(v) for v in (get(inputs[0].meta, "capture", "variant") or {}).values()}
+        base_values = {str(v) for v in (lookup(inputs[0].meta, "capture", "variant") or {}).values()}
         for metric in sorted(sweep.metrics, key=lambda m: (metric_rank(m), m)):
             rows = [r for r in sweep.rows if r["metric"] == metric]
             unit = rows[0].get("unit", "ms")

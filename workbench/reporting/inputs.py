@@ -32,7 +32,7 @@ class Input:
     @property
     def workload(self) -> str | None:
         """The workload the manifest names (None for an imported capture)."""
-        from ..workloads import workload_name
+        from ..trace.manifest import workload_name
 
         return workload_name(self.meta)
 
@@ -48,6 +48,7 @@ def _file_sha256(path: Path) -> str:
 def load_trace(src, role: str, root=None) -> Input:
     """Open a stored trace (name or directory) or a capture file, with its identity."""
     from ..trace import Trace, open_trace
+    from ..trace.manifest import CONTENT_SHA256, NAME, lookup
     from ..trace.store import MANIFEST, content_hash, is_trace_dir
 
     if isinstance(src, Trace):
@@ -65,12 +66,12 @@ def load_trace(src, role: str, root=None) -> Input:
     if trace.path and is_trace_dir(Path(trace.path)):
         # The hash the report prints must be the tables' real identity: recompute and compare.
         sha = content_hash(Path(trace.path))
-        recorded = meta.get("content_sha256")
+        recorded = lookup(meta, CONTENT_SHA256)
         if recorded and recorded != sha:
             raise WorkbenchError(trace.path, f"tables do not match the manifest's content_sha256 ({str(recorded)[:12]}… "
                                              f"recorded, {sha[:12]}… found): modified after it was stored?")
         kind = "content_sha256"
-        name = str(meta.get("name") or trace.name or Path(trace.path).name)
+        name = str(lookup(meta, NAME) or trace.name or Path(trace.path).name)
         if not (Path(trace.path) / MANIFEST).is_file():  # pragma: no cover - is_trace_dir checked it
             raise WorkbenchError(trace.path, "stored trace lacks manifest.json")
     else:

@@ -7,24 +7,16 @@ from __future__ import annotations
 
 import shlex
 
+from ..trace.manifest import ENV, SOURCE, lookup, section, source_format
 from .inputs import Input, Sweep
 from .model import Code, Mixed, Table
 
 NOT_RECORDED = "not recorded"
 
 
-
-def get(d: dict, *path):
-    for p in path:
-        if not isinstance(d, dict) or p not in d:
-            return None
-        d = d[p]
-    return d
-
-
 def _first(meta: dict, *paths) -> str | None:
     for p in paths:
-        v = get(meta, *p)
+        v = lookup(meta, *p)
         if v not in (None, "", [], {}):
             return _cuda_version(v) if p[-1] in ("cuda_runtime_version", "cuda_driver_version") else str(v)
     return None
@@ -38,9 +30,9 @@ def _cuda_version(v) -> str:
 
 
 def command(meta: dict) -> str:
-    cmd = get(meta, "capture", "command")
+    cmd = lookup(meta, "capture", "command")
     if cmd is None:
-        cmd = get(meta, "source", "command")
+        cmd = lookup(meta, "source", "command")
     if cmd is None:
         return ""
     if isinstance(cmd, (list, tuple)):
@@ -49,8 +41,8 @@ def command(meta: dict) -> str:
 
 
 def tool(meta: dict) -> str:
-    tool = get(meta, "source", "tool")
-    ver = get(meta, "source", "tool_version")
+    tool = lookup(meta, "source", "tool")
+    ver = lookup(meta, "source", "tool_version")
     if tool and ver:
         return f"{tool} {ver}"
     return str(tool or ver or NOT_RECORDED)
@@ -81,10 +73,10 @@ _ENV_USED = {p[1] for _, paths in ENV_ITEMS for p in paths if p[0] == "env" and 
 
 
 def _engine(meta: dict) -> str | None:
-    kind = get(meta, "capture", "engine")
+    kind = lookup(meta, "capture", "engine")
     if kind is None:
         return None
-    info = get(meta, "capture", "engine_info")
+    info = lookup(meta, "capture", "engine_info")
     extra = ""
     if isinstance(info, dict):
         keep = [f"{k}={info[k]}" for k in sorted(info) if k not in ("engine", "build_key", "artifacts")
@@ -100,15 +92,15 @@ def env_value(label: str, paths: tuple, inp: Input) -> str | None:
     if label == "Engine":
         return _engine(meta)
     v = _first(meta, *paths)
-    if label == NSYS and v is None and "nsight" in str(get(meta, "source", "tool") or "").lower():
-        v = get(meta, "source", "tool_version")
+    if label == NSYS and v is None and "nsight" in str(lookup(meta, "source", "tool") or "").lower():
+        v = lookup(meta, "source", "tool_version")
         v = None if v is None else str(v)
     if label == "Workbench git revision" and v is not None:
-        git = get(meta, "env", "git")
+        git = lookup(meta, "env", "git")
         if isinstance(git, dict) and git.get("dirty"):
             v += " (with uncommitted changes)"
-    if label == "Engine git revision" and v is None and get(meta, "capture", "engine") is not None:
-        rev = get(meta, "env", "git", "revision")
+    if label == "Engine git revision" and v is None and lookup(meta, "capture", "engine") is not None:
+        rev = lookup(meta, "env", "git", "revision")
         if rev:
             v = str(rev)  # the engines live in the workbench's repository
     return v
@@ -148,16 +140,16 @@ def environment(inputs: list[Input]) -> Table:
     for label, paths in ENV_ITEMS:
         vals = [(i.role, env_value(label, paths, i)) for i in inputs]
         rows.append([label, *_merge_cells(vals)])
-    extra = sorted({k for i in inputs for k in (i.meta.get("env") or {}) if k not in _ENV_USED})
+    extra = sorted({k for i in inputs for k in section(i.meta, ENV) if k not in _ENV_USED})
     for k in extra:
         vals = []
         for i in inputs:
-            v = (i.meta.get("env") or {}).get(k)
+            v = section(i.meta, ENV).get(k)
             vals.append((i.role, _show(k, v)))
         rows.append([Code(k), *_merge_cells(vals)])
     rows.append(["Report generator", Code(f"workbench {VERSION}")])
     note = "From each trace's manifest (recorded at capture time); one value when all traces agree."
-    if any(get(i.meta, "capture", "engine") is not None for i in inputs):
+    if any(lookup(i.meta, "capture", "engine") is not None for i in inputs):
         note += (" The engines are the workbench's own code, so their revision is the workbench's; the model code"
                  " a workload runs may be a library's (its version, where recorded, is in the engine info).")
     return Table(["Item", "Value"], rows, note=note)
@@ -166,8 +158,8 @@ def environment(inputs: list[Input]) -> Table:
 def provenance(inputs: list[Input], sweep: Sweep | None) -> Table:
     rows = []
     for i in inputs:
-        src = i.meta.get("source") or {}
-        rows.append([i.role, Code(i.name), Code(str(src.get("file", i.name))), Code(str(src.get("format", "?"))),
+        src = section(i.meta, SOURCE)
+        rows.append([i.role, Code(i.name), Code(str(src.get("file", i.name))), Code(source_format(i.meta, "?")),
                      Code(tool(i.meta)), Code(i.hash_kind), Code(i.sha256)])
     if sweep is not None:
         rows.append(["sweep", Code(sweep.source), Code(sweep.source), Code("json"), "", Code("file sha256"),

@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 
 from .. import textfmt as fmt
-from ..analysis.stats import PHASE_SAMPLES, recorded_timing
+from ..analysis.stats import PHASE_SAMPLES
+from ..trace.manifest import recorded_timing
 
 NOT_TIMED = "n/a (not captured with timing)"
 NO_SAMPLES = "no samples recorded: no interval, no verdict"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..trace.schema import work_units
+from ..trace.manifest import work_units
 
 
 @dataclass(frozen=True)

@@ -16,17 +16,16 @@ workbench capture's variant.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 from pathlib import Path
 
 from ..errors import WorkbenchError
 from .executors import Executor, executor as as_executor
+from ..trace.manifest import CAPTURE, COUNTS, DISTRIBUTED, ENV, NAME, SET, SOURCE, section, work_units
 from ..trace.options import DEFAULT, ImportOptions
 from ..trace.store import is_trace_dir, safe_name
 from .store import ROLES, discard, new_set_dir, publish_set
-from ..trace.store.write import dump_manifest
 
 PARENT = "{parent}"
 
@@ -119,15 +118,14 @@ def import_member(src: str, tmp: str, index: int, split: str, threads: int | Non
         parts[j] = (part, None)  # each part's raw tables go once it is built
         trace = load(path) if stored else build(raw, src, options)
         if not stored:
-            trace.meta.setdefault("source", {}).update({"file": path.name, "bytes": path.stat().st_size})
+            trace.meta.setdefault(SOURCE, {}).update({"file": path.name, "bytes": path.stat().st_size})
             if part:
-                trace.meta["source"]["part"] = part
+                trace.meta[SOURCE]["part"] = part
         name = f"part-{index:05d}-{j:03d}"
         save(trace, name, tmp, options=options)
         records.append({"part": name, "source": path.name, "source_path": src, "pid": part.get("pid", -1),
                         "device": part.get("device", -1), **_roles(trace.meta, _one_device(trace)),
-                        "kernels": int(trace.meta["counts"]["kernels"]),
-                        "work_units": str(trace.meta["source"].get("work_units") or "kernel")})
+                        "kernels": int(section(trace.meta, COUNTS)["kernels"]), "work_units": work_units(trace.meta)})
     return records
 
 
@@ -141,17 +139,15 @@ def _one_device(trace) -> int:
 
 def _roles(meta: dict, device: int) -> dict:
     """What a trace's manifest tells of its place in the job (-1 / ``""``: not known)."""
-    dist = meta.get("distributed") if isinstance(meta.get("distributed"), dict) else {}
-    env = meta.get("env") if isinstance(meta.get("env"), dict) else {}
-    capture = meta.get("capture") if isinstance(meta.get("capture"), dict) else {}
+    dist = section(meta, DISTRIBUTED)
     rank = dist.get("rank")
     local = dist.get("local_rank", device)
-    variant = capture.get("variant")
+    variant = section(meta, CAPTURE).get("variant")
     if isinstance(variant, dict):
         variant = ",".join(f"{k}={v}" for k, v in sorted(variant.items()))
     return {"rank": int(rank) if isinstance(rank, int) else -1,
             "local_rank": int(local) if isinstance(local, int) else -1,
-            "host": str(env.get("hostname") or ""), "variant": str(variant or "")}
+            "host": str(section(meta, ENV).get("hostname") or ""), "variant": str(variant or "")}
 
 
 def _run_id(template: str, src: str) -> str:
@@ -197,10 +193,12 @@ def _where(run: str, variant: str) -> str:
 def _rename(tmp: Path, part: str, member: dict, set_name: str) -> None:
     """Give a stored part its member name: its directory and its manifest's ``name``, with its
     roles in the set (a member opened alone still knows its rank)."""
-    os.rename(tmp / part, tmp / member["member"])
-    man = tmp / member["member"] / "manifest.json"
-    meta = json.loads(man.read_text())
-    meta["name"] = member["member"]
-    meta["set"] = {"name": set_name, **{k: member[k] for k in ROLES}}
-    with open(man, "w") as fh:
-        dump_manifest(meta, fh)
+    from ..trace.store.read import read_manifest
+    from ..trace.store.write import replace_manifest
+
+    path = tmp / member["member"]
+    os.rename(tmp / part, path)
+    meta = read_manifest(path)
+    meta[NAME] = member["member"]
+    meta[SET] = {"name": set_name, **{k: member[k] for k in ROLES}}
+    replace_manifest(path, meta, doing="store the set member's roles")

@@ -28,6 +28,7 @@ import orjson
 import pandas as pd
 
 from ..errors import WorkbenchError
+from .manifest import ENV, section
 from .assemble.graph_ranges import replayed_ranges
 from .schema import Trace
 
@@ -120,8 +121,7 @@ def _replacing(path: Path):
 
 def _header(trace: Trace, devices: list[int]) -> dict:
     """The top-level keys Kineto writes that its reader takes the environment from."""
-    env = trace.meta.get("env")
-    env = env if isinstance(env, dict) else {}
+    env = section(trace.meta, ENV)
     head: dict = {"schemaVersion": 1, "traceName": _utf8(str(trace.label)), "displayTimeUnit": "ms"}
     if isinstance(env.get("gpu"), str) and env["gpu"]:
         head["deviceProperties"] = [{"id": d, "name": _utf8(env["gpu"])} for d in devices if d >= 0]

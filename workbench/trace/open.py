@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..errors import WorkbenchError
 from .assemble import build
+from .manifest import SOURCE
 from .options import DEFAULT, ImportOptions
 from .readers import read
 from .schema import Trace
@@ -24,8 +25,8 @@ def import_file(path: str | os.PathLike, options: ImportOptions = DEFAULT, compi
     if compiled is not None and len(compiled):
         raw.tables["compiled"] = compiled
     trace = build(raw, str(path), options)
-    trace.meta.setdefault("source", {})
-    trace.meta["source"].update({"file": path.name, "bytes": path.stat().st_size})
+    trace.meta.setdefault(SOURCE, {})
+    trace.meta[SOURCE].update({"file": path.name, "bytes": path.stat().st_size})
     return trace
 
 

@@ -15,6 +15,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceFormatError
+from .manifest import SOURCE, section
+# Imported from here by viz/notebook.py and tests, as before the manifest had its module.
+from .manifest import graph_note, work_units  # noqa: F401
 from .names import constant
 
 # Column -> dtype of each table. Strings are categoricals: names repeat millions of times.
@@ -104,8 +107,9 @@ def typed(table: str, df: pd.DataFrame, where: str, only: list[str] | None = Non
 class Trace:
     """One imported trace: the normalized tables and what is known about where it came from.
 
-    ``meta`` holds the source format and tool version, GPU, driver, CUDA, torch and git
-    revisions, the command, the variant and timings when the workbench captured it.
+    ``meta`` is the trace's manifest: the source format and tool version, GPU, driver, CUDA,
+    torch and git revisions, the command, the variant and timings when the workbench captured
+    it (:mod:`.manifest` names its sections and reads them).
     """
 
     tables: MutableMapping[str, pd.DataFrame]  # a stored trace's are read on first use
@@ -130,7 +134,7 @@ class Trace:
 
     @property
     def label(self) -> str:
-        return self.name or self.meta.get("source", {}).get("file", "trace")
+        return self.name or section(self.meta, SOURCE).get("file", "trace")
 
     def columns(self, table: str, cols: list[str]) -> pd.DataFrame:
         """Just ``cols`` of ``table``: a stored trace reads only those from disk."""
@@ -166,57 +170,6 @@ class Trace:
     def __repr__(self) -> str:
         counts = ", ".join(f"{t}={self.rows(t)}" for t in TABLES)
         return f"Trace({self.label!r}, {counts})"
-
-
-def work_units(meta: dict) -> str:
-    """What a trace's kernel table holds, from its manifest: ``kernel`` (device kernels, the
-    default) or ``cpu_op`` (a CPU-only capture's top-level CPU ops, timed on threads)."""
-    source = meta.get("source") if isinstance(meta, dict) and isinstance(meta.get("source"), dict) else {}
-    return str(source.get("work_units") or "kernel")
-
-
-def graph_counts(meta: dict) -> tuple[int, int]:
-    """A trace's CUDA-graph kernels, and how many of them are under the ranges open when
-    their graph was captured, from its manifest."""
-    totals = meta.get("attribution") if isinstance(meta, dict) else None
-    n = sum(int(v.get("graph_kernels", 0)) for v in totals.values() if isinstance(v, dict)) if isinstance(totals, dict) else 0
-    found = meta.get("graph_kernels") if isinstance(meta, dict) else None
-    return n, min(n, int(found.get("by_capture", 0)) if isinstance(found, dict) else 0)
-
-
-def graph_note(meta: dict) -> str | None:
-    """How a trace's CUDA-graph kernels were attributed, in a line (None: it has none): under
-    the ranges open when their graph was captured (``meta["graph_kernels"]``, see
-    ``assemble/graph_ranges.py``), in the modules the compiler says they compute
-    (``assemble/compiled_runs.py``), or only under the range around the graph launch, and why."""
-    n, by_capture = graph_counts(meta)
-    if not n:
-        return None
-    found = meta.get("graph_kernels") if isinstance(meta.get("graph_kernels"), dict) else {}
-    by_compiler = min(n - by_capture, int(found.get("by_compiler", 0) or 0))
-    if by_capture >= n:
-        return f"{n} CUDA-graph kernels, each under the ranges open when its graph was captured"
-    parts = [f"{by_capture} under the ranges open at their capture"] if by_capture else []
-    if by_compiler:
-        parts.append(f"{by_compiler} in the modules the compiler says they compute")
-    rest = n - by_capture - by_compiler
-    if not rest:
-        return f"{n} CUDA-graph kernels: " + ", ".join(parts)
-    fmt = str(meta.get("source", {}).get("format", "")) if isinstance(meta.get("source"), dict) else ""
-    why = ("torch.profiler gives no capture-time ranges for graph nodes; capture with --backend nsys"
-           if fmt.startswith("kineto") or fmt == "chrome" else
-           "no range was open where the trace holds their graph's capture, or the trace does not hold it: record "
-           "the capture inside the recorded window (nsys --cuda-graph-trace=node), with ranges open around it")
-    head = f"{n} CUDA-graph kernels: " + ", ".join(parts) + f", {rest}" if parts else f"{n} CUDA-graph kernels"
-    return f"{head} only under the range around their graph launch ({why})"
-
-
-def source_note(meta: dict) -> str | None:
-    """What the importer said of its source, in a line (``source.note``: GPU activity it did not
-    import, one process assumed, ...); None where it said nothing."""
-    source = meta.get("source") if isinstance(meta, dict) else None
-    note = source.get("note") if isinstance(source, dict) else None
-    return str(note) if note else None
 
 
 # How a kernel was attributed: in a range, launched outside every range, no launch record.

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..textfmt import num
-from ..trace.schema import Trace, work_units
+from ..trace.manifest import work_units
+from ..trace.schema import Trace
 
 FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13)
 HEIGHT = 420

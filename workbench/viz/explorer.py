@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..analysis.tables import BY, summary
 from ..trace import Trace, list_traces
+from ..trace.manifest import ENV, section, source_format
 from ..trace.store.catalog import traces_root
 from .select import index
 from .timelines import timeline
@@ -99,8 +100,8 @@ class TraceExplorer(widgets.VBox):
             t = self.trace
             index(t)  # made once, now: no timeline waits for it
             self.title.value = (f"<b>{_e(t.label)}</b>: {len(t.kernels):,} kernels, {len(t.ranges):,} ranges, "
-                                f"{_e(str(t.meta.get('source', {}).get('format', '?')))} "
-                                f"{_e(str(t.meta.get('env', {}).get('gpu', '')))}")
+                                f"{_e(source_format(t.meta, '?'))} "
+                                f"{_e(str(section(t.meta, ENV).get('gpu', '')))}")
             opts = self.instance_options()
             # Options alone leave an ipywidgets 8 dropdown blank: the first step is selected.
             self.instance.options = opts

@@ -28,8 +28,22 @@ each, ``capturing/multirank.py``), stored as a trace set.
 """
 
 from .spec import Option, Workload, parse_assignments, torch_dtype
-from .drawing import NO_PRESENTATION, PairSpec, Presentation, workload_name
+from .drawing import NO_PRESENTATION, PairSpec, Presentation
 from .registry import get, names, presentation, presentation_of, presentations, register, resolve
 
 __all__ = ["NO_PRESENTATION", "Option", "PairSpec", "Presentation", "Workload", "get", "names", "parse_assignments",
            "presentation", "presentation_of", "presentations", "register", "resolve", "torch_dtype", "workload_name"]
+
+# ``workload_name`` reads a manifest, so it is written with the manifest's other readers
+# (``trace.manifest``); it is named here too, for the views that find a trace's workload, and
+# imported on first use, so that importing the workloads (a capture's child process does)
+# does not import the trace layer and pandas.
+_API = {"workload_name": "workbench.trace.manifest"}
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from importlib import import_module
+
+        return getattr(import_module(_API[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,5 +1,5 @@
-"""How figures and reports draw a workload's traces (:class:`Presentation`), and which workload a
-trace's manifest names. Plain data: the views read it without importing any workload."""
+"""How figures and reports draw a workload's traces (:class:`Presentation`). Plain data: the
+views read it without importing any workload."""
 
 from __future__ import annotations
 
@@ -39,13 +39,3 @@ class Presentation:
 
 
 NO_PRESENTATION = Presentation()
-
-
-def workload_name(meta: Mapping | None) -> str | None:
-    """The workload a trace's manifest names (``workload``, else ``capture.workload``), or None."""
-    if not isinstance(meta, Mapping):
-        return None
-    name = meta.get("workload")
-    if name is None and isinstance(meta.get("capture"), Mapping):
-        name = meta["capture"].get("workload")
-    return None if name is None else str(name)

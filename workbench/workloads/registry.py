@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import WorkbenchError
 from . import plugins
-from .drawing import NO_PRESENTATION, Presentation, workload_name
+from .drawing import NO_PRESENTATION, Presentation
 from .spec import Option, Workload
 
 
@@ -99,6 +99,8 @@ def presentation(workload: Any) -> Presentation:
 
 def presentation_of(meta: Mapping | None) -> Presentation:
     """The presentation for a trace, from the workload its manifest ``meta`` names."""
+    from ..trace.manifest import workload_name
+
     return presentation(workload_name(meta))
 
 

@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 
 from ...errors import TraceFormatError
+from ..manifest import ATTRIBUTION, GRAPH_KERNELS, graph_note
 from ..options import DEFAULT, ImportOptions
-from ..schema import REQUIRED, SCHEMA, TABLES, RawTables, Trace, empty_table, graph_note, set_column, typed
+from ..schema import REQUIRED, SCHEMA, TABLES, RawTables, Trace, empty_table, set_column, typed
 from ..compiled import compiled_note, inductor_kernels, sites_frame
 from .attribution import attribute, innermost_ranges
 from .compiled_runs import compiled_ranges
@@ -88,7 +89,7 @@ def build(raw: RawTables, where: str, options: ImportOptions = DEFAULT) -> Trace
         set_column(out["ranges"], col, values)
     # The derived columns were added last: each table in SCHEMA order (no data copied).
     tables = {t: df[list(SCHEMA[t])] for t, df in out.items()}
-    meta = {**raw.meta, "attribution": totals}
+    meta = {**raw.meta, ATTRIBUTION: totals}
     n_graph = sum(t["graph_kernels"] for t in totals.values())
     if sites is not None and len(sites):
         meta["compiled"] = {"graphs": int(sites["graph"].nunique()), "call_sites": len(sites), **(compiled or {})}
@@ -99,9 +100,9 @@ def build(raw: RawTables, where: str, options: ImportOptions = DEFAULT) -> Trace
     if "compiled" in meta:
         meta["compiled"]["note"] = compiled_note(meta)
     if n_graph:  # how they were attributed, in the manifest too
-        meta["graph_kernels"] = {"kernels": n_graph, "by_capture": graphs["by_capture"] if graphs else 0,
-                                 "by_compiler": int((compiled or {}).get("graph_kernels", 0))}
-        meta["graph_kernels"]["note"] = graph_note(meta)
+        meta[GRAPH_KERNELS] = {"kernels": n_graph, "by_capture": graphs["by_capture"] if graphs else 0,
+                               "by_compiler": int((compiled or {}).get("graph_kernels", 0))}
+        meta[GRAPH_KERNELS]["note"] = graph_note(meta)
     return Trace(tables, meta, sites=sites if sites is not None and len(sites) else None)
 
 

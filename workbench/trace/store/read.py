@@ -11,6 +11,7 @@ from typing import Any
 
 from ...errors import WorkbenchError
 from ..compiled import FILE as COMPILED_FILE
+from ..manifest import ATTRIBUTION, NAME, SOURCE
 from ..schema import SCHEMA, STATUSES, TABLES, Trace
 from .layout import MANIFEST
 
@@ -28,9 +29,9 @@ def load(path: str | os.PathLike) -> Trace:
         raise WorkbenchError(path, "not a directory")
     meta = read_manifest(path)
     tables = StoredTables(path)
-    if not _attribution_ok(meta.get("attribution")):  # stored in format 1, or edited
-        meta["attribution"] = tables.attribution()[1]
-    return Trace(tables, meta, name=meta.get("name", path.name), path=str(path), sites=_sites(path))
+    if not _attribution_ok(meta.get(ATTRIBUTION)):  # stored in format 1, or edited
+        meta[ATTRIBUTION] = tables.attribution()[1]
+    return Trace(tables, meta, name=meta.get(NAME, path.name), path=str(path), sites=_sites(path))
 
 
 def _sites(path: Path):
@@ -48,6 +49,7 @@ def _sites(path: Path):
         raise WorkbenchError(f, f"damaged table: {str(e).splitlines()[0]}") from None
 
 
+
 def read_manifest(path: Path) -> dict:
     """A stored trace directory's manifest, checked: a JSON object whose ``source`` is one."""
     man = path / MANIFEST
@@ -59,7 +61,7 @@ def read_manifest(path: Path) -> dict:
         raise WorkbenchError(man, f"unreadable manifest: {e}") from None
     if not isinstance(meta, dict):
         raise WorkbenchError(man, "manifest is not a JSON object")
-    if not isinstance(meta.get("source", {}), dict):
+    if not isinstance(meta.get(SOURCE, {}), dict):
         raise WorkbenchError(man, "manifest field 'source' is not an object")
     return meta
 

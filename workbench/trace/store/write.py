@@ -5,6 +5,9 @@ place and renamed into it, so a reader (or a crash, or ``kill -9``) sees the com
 trace or nothing. Replacing a trace swaps the new directory with the old one and deletes the
 old one last. The hidden directory a killed writer leaves behind is removed by a later save
 once it is an hour old.
+
+The store is the only writer of manifest files: a stored trace's manifest alone is changed
+with :func:`replace_manifest` (``workbench bench --store``, a set member's roles).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Sequence
@@ -20,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import WorkbenchError
+from ..manifest import COUNTS, CONTENT_SHA256, NAME
 from ..options import DEFAULT, ImportOptions
 from ..compiled import COLUMNS as COMPILED_COLUMNS, FILE as COMPILED_FILE
 from ..schema import SCHEMA, TABLES, Trace
 from .layout import FORMAT_VERSION, MANIFEST, check_free, content_hash, default_root
-from .raw import check_raw, store_raw
+from .raw import RAW, check_raw, store_raw
 
 
 # Hidden directories of a save: the trace being written, and the old one moved aside to be
@@ -79,13 +84,13 @@ def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, over
             _write_table(trace.sites[list(COMPILED_COLUMNS)], tmp / COMPILED_FILE)
         meta = dict(trace.meta)
         # A loaded trace's manifest may list raw files that this directory will not hold.
-        meta.pop("raw", None)
+        meta.pop(RAW, None)
         if raw:
-            meta["raw"] = store_raw(raw, tmp)
-        meta["name"] = name
+            meta[RAW] = store_raw(raw, tmp)
+        meta[NAME] = name
         meta["format_version"] = FORMAT_VERSION
-        meta["counts"] = {t: int(len(trace.tables[t])) for t in TABLES}
-        meta["content_sha256"] = content_hash(tmp)
+        meta[COUNTS] = {t: int(len(trace.tables[t])) for t in TABLES}
+        meta[CONTENT_SHA256] = content_hash(tmp)
         with open(tmp / MANIFEST, "w") as fh:
             dump_manifest(meta, fh)
         publish_dir(tmp, final, overwrite)
@@ -97,6 +102,32 @@ def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, over
         raise
     trace.name, trace.path, trace.meta = name, str(final), meta
     return final
+
+
+def replace_manifest(path: Path, meta: dict, *, doing: str) -> None:
+    """Replace the manifest of the stored trace directory ``path`` with ``meta``, whole and
+    atomically: the JSON is written to a hidden file in the trace's own directory (the same
+    file system), flushed to disk, then renamed over ``manifest.json``, so a reader sees the
+    old manifest or the new one, never part of one. Only the manifest changes: the tables, and
+    so the trace's ``content_sha256``, stay as they were. Two writers replacing one manifest
+    at once each write a whole one; the later one's stays. ``doing`` names the change in the
+    error a failed write raises (``store the bench samples``)."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{MANIFEST}-", dir=path)
+    except OSError as e:
+        raise WorkbenchError(path, f"cannot write to the trace: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "w") as fh:
+            dump_manifest(meta, fh)
+        # mkstemp makes the file private: the new manifest keeps the old one's permissions.
+        os.chmod(tmp, stat.S_IMODE(os.stat(path / MANIFEST).st_mode))
+        os.replace(tmp, path / MANIFEST)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise WorkbenchError(path / MANIFEST, f"cannot {doing}: {e.strerror or e}") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _write_table(df, path: Path) -> None:

@@ -11,6 +11,7 @@ import pandas as pd
 
 from ....errors import TraceFormatError
 from ...assemble.nesting import nest, thread_blocks
+from ...manifest import DISTRIBUTED, ENV, SOURCE
 from ...names import constant, short_names
 from ...options import ImportOptions
 from ...schema import RawTables
@@ -121,7 +122,7 @@ class Tables:
         if not self.gpu_events and ops.pieces:
             tables["kernels"] = _cpu_work_units(ops.frame({"name": names["cpu_ops"]}, options))
         meta = _meta(header, self.counts, self.gpu_events)
-        meta["source"].update(modules)
+        meta[SOURCE].update(modules)
         return RawTables(tables, meta)
 
 
@@ -179,15 +180,15 @@ def _meta(header: dict, counts: dict, gpu_events: bool) -> dict:
     dist = header.get("distributedInfo")
     other = {kind: counts[kind] for kind in OTHER_GPU if counts[kind]}
     meta = {
-        "source": {"format": "kineto", "tool": "torch.profiler", "schema_version": header.get("schemaVersion"),
-                   "events": counts["events"], "gpu_user_annotations_skipped": counts["gpu_user_annotation"],
-                   "other_gpu_events": other, "work_units": "kernel" if gpu_events else "cpu_op"},
-        "env": {k: v for k, v in env.items() if v},
+        SOURCE: {"format": "kineto", "tool": "torch.profiler", "schema_version": header.get("schemaVersion"),
+                 "events": counts["events"], "gpu_user_annotations_skipped": counts["gpu_user_annotation"],
+                 "other_gpu_events": other, "work_units": "kernel" if gpu_events else "cpu_op"},
+        ENV: {k: v for k, v in env.items() if v},
     }
     if other:
-        meta["source"]["note"] = _other_gpu_note(other, gpu_events)
+        meta[SOURCE]["note"] = _other_gpu_note(other, gpu_events)
     if isinstance(dist, dict):
-        meta["distributed"] = {k: v for k, v in dist.items() if isinstance(v, (int, str))}
+        meta[DISTRIBUTED] = {k: v for k, v in dist.items() if isinstance(v, (int, str))}
     return meta
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...manifest import SOURCE
 from ...options import DEFAULT, ImportOptions
 from ...schema import RawTables
 from . import tables
@@ -35,6 +36,6 @@ def read(path: str | Path, options: ImportOptions = DEFAULT, *, rep: bool = Fals
             return RawTables(tables.make(columns, options), meta(db))
     with exported(path) as sqlite:
         raw = read(sqlite, options)
-    raw.meta["source"]["format"] = "nsys-rep"
+    raw.meta[SOURCE]["format"] = "nsys-rep"
     return raw
 

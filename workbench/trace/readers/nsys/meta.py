@@ -4,6 +4,7 @@ be read leaves its entries out."""
 
 from __future__ import annotations
 
+from ...manifest import ENV, SOURCE
 from .database import KERNEL, Database
 
 # The export's own description: META_DATA_EXPORT in newer exports (2024.5 on), EXPORT_META_DATA
@@ -26,16 +27,16 @@ def meta(db: Database) -> dict:
         "os": system.get("OsDescription", ""),
     }
     out = {
-        "source": {"format": "nsys-sqlite", "tool": "Nsight Systems",
-                   "tool_version": export.get("EXPORT_PRODUCT_VERSION", ""),
-                   "schema_version": export.get("EXPORT_SCHEMA_VERSION", "")},
-        "env": {k: v for k, v in env.items() if v},
+        SOURCE: {"format": "nsys-sqlite", "tool": "Nsight Systems",
+                 "tool_version": export.get("EXPORT_PRODUCT_VERSION", ""),
+                 "schema_version": export.get("EXPORT_SCHEMA_VERSION", "")},
+        ENV: {k: v for k, v in env.items() if v},
     }
     if argv:
-        out["source"]["command"] = argv
+        out[SOURCE]["command"] = argv
     if "globalPid" not in db.columns(KERNEL):
-        out["source"]["assumed_single_process"] = True
-        out["source"]["note"] = ("kernels carry no process (no globalPid): read as one process, each launch "
+        out[SOURCE]["assumed_single_process"] = True
+        out[SOURCE]["note"] = ("kernels carry no process (no globalPid): read as one process, each launch "
                                  "matched by its correlation id alone")
     return out
 

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ....errors import TraceFormatError
+from ...manifest import ENV, SOURCE, TENSORRT, TIMING
 from ...options import DEFAULT, ImportOptions
 from ...schema import RawTables
 from . import files as artifacts
@@ -48,15 +49,15 @@ def read(path: str | Path, options: ImportOptions = DEFAULT) -> RawTables:
     env, engine = environment(found)
     tables = _tables(layers)
     meta = {
-        "source": {"format": "trtexec", "tool": "trtexec", "work_units": WORK_UNITS,
-                   "files": found.sizes()},
-        "env": env,
-        "tensorrt": {**engine, "count": count, "layers": layers, "profiled_layers": len(records),
-                     "unprofiled_layers": len(layers) - len(records),
-                     "total_ms": sum(r["average_ms"] for r in records)},
+        SOURCE: {"format": "trtexec", "tool": "trtexec", "work_units": WORK_UNITS,
+                 "files": found.sizes()},
+        ENV: env,
+        TENSORRT: {**engine, "count": count, "layers": layers, "profiled_layers": len(records),
+                   "unprofiled_layers": len(layers) - len(records),
+                   "total_ms": sum(r["average_ms"] for r in records)},
     }
     if "timing" in found.beside:
-        meta["timing"] = timing(found.beside["timing"])
+        meta[TIMING] = timing(found.beside["timing"])
     return RawTables(tables, meta)
 
 
