@@ -67,6 +67,12 @@ def _enclosing(ranges: list[tuple[int, int, str]], t: int, opened_after: int | N
 
 def expected_paths(sqlite_path) -> list[tuple[int, int, str]]:
     """(start, end, expected path) of every graph kernel in the export, in kernel start order."""
+    return [(start, end, "/".join(launch + chain)) for start, end, launch, chain in expected_chains(sqlite_path)]
+
+
+def expected_chains(sqlite_path) -> list[tuple[int, int, list[str], list[str]]]:
+    """(start, end, ranges open at the graph launch, ranges opened inside the capture where the
+    kernel's node was made) of every graph kernel in the export, in kernel start order."""
     db = sqlite3.connect(f"file:{sqlite_path}?mode=ro", uri=True)
     try:
         tables = _table_names(db)
@@ -119,7 +125,7 @@ def expected_paths(sqlite_path) -> list[tuple[int, int, str]]:
                 begins = [b for b in capture_begins.get(thread, []) if b <= made_at]
                 if begins:
                     capture_chain = _enclosing(ranges.get(thread, []), made_at, opened_after=max(begins))
-            result.append((start, end, "/".join(launch_path + capture_chain)))
+            result.append((start, end, launch_path, capture_chain))
         return result
     finally:
         db.close()

@@ -33,8 +33,12 @@ CAPTURE_WINDOWS = Variable("WORKBENCH_CAPTURE_WINDOWS", None,
 CAPTURE_MODULES = Variable("WORKBENCH_CAPTURE_MODULES", None,
                            "set by `workbench capture --modules`: the regex of the modules given ranges")
 
+CAPTURE_PROVENANCE = Variable("WORKBENCH_CAPTURE_PROVENANCE", "1",
+                              "set to 0 by `workbench capture --no-provenance`: the program's compiled graphs are not "
+                              "recorded (see capturing/provenance.py)")
+
 VARIABLES = (TRACES, CACHE, ANNOTATE, TORCH_RANGES, NVTX_DOMAIN, PREFER_LIVE, GIT_REVISION, CAPTURE_WINDOWS,
-             CAPTURE_MODULES)
+             CAPTURE_MODULES, CAPTURE_PROVENANCE)
 
 
 def read(var: Variable, environ=None) -> str | None:

@@ -83,11 +83,14 @@ def _check_command(command: list[str], backend: str, modules: bool | str = False
 
 def capture_command(command: list[str], *, backend: str = "torch", name: str | None = None,
                     root: str | Path | None = None, windows: bool = False, keep_raw: bool = False,
-                    overwrite: bool = False, progress: bool = True, modules: bool | str = False):
+                    overwrite: bool = False, progress: bool = True, modules: bool | str = False,
+                    provenance: bool = True):
     """Run ``command`` recorded by ``backend`` and store the trace; returns the ``Trace``.
 
     ``modules``: True (the default selection) or a regex: a range around each selected
     ``nn.Module`` call of the program (a Python program only; None or False: none).
+    ``provenance``: record what inductor says of each graph the program compiles
+    (``provenance.py``), so compiled kernels get module ranges.
     A program that exits non-zero raises :class:`ProgramFailed` (nothing stored); so does a
     ``windows`` run that opened no window or left one open.
     """
@@ -97,6 +100,8 @@ def capture_command(command: list[str], *, backend: str = "torch", name: str | N
     command = [str(c) for c in command]
     prog = _check_command(command, backend, modules)
     extra_env = _modules_env(modules) if modules not in (None, False) else {}
+    if not provenance:
+        extra_env[settings.CAPTURE_PROVENANCE.name] = "0"
     name = name or default_name(command, prog, backend)
     check_free(name, root, overwrite)
     line = shlex.join(command)
@@ -104,7 +109,8 @@ def capture_command(command: list[str], *, backend: str = "torch", name: str | N
         with Phases(progress).phase("run", line):
             run = _run(command, prog, backend, windows, Path(tmp), extra_env)
         _check_run(run, line, windows)
-        manifest = _manifest(command, line, backend, windows, run, extra_env.get(settings.CAPTURE_MODULES.name))
+        manifest = _manifest(command, line, backend, windows, run, extra_env.get(settings.CAPTURE_MODULES.name),
+                             provenance)
         told = _compiled(Path(tmp))
         if told.get("summary", {}).get("graphs"):
             manifest["capture"]["compiler"] = told["summary"]
@@ -163,7 +169,8 @@ def _check_run(run: dict, line: str, windows: bool) -> None:
         raise WorkbenchError("capture", f"{line}: nothing was recorded{why}")
 
 
-def _manifest(command: list[str], line: str, backend: str, windows: bool, run: dict, modules: str | None) -> dict:
+def _manifest(command: list[str], line: str, backend: str, windows: bool, run: dict, modules: str | None,
+              provenance: bool) -> dict:
     """``modules``: None (no module ranges), "" (the default selection) or the regex."""
     from ..trace.manifest import CAPTURE, ENV, TIMING
 
@@ -174,7 +181,7 @@ def _manifest(command: list[str], line: str, backend: str, windows: bool, run: d
                  "exit_status": run["exit_status"], "wall_s": round(run["wall_s"], 6),
                  "windows": {"mode": "windows" if windows else "whole", "opened": w["opened"],
                              "recorded": w["recorded"] if windows else None},
-                 "modules": modules, "process_argv": list(sys.orig_argv)},
+                 "modules": modules, "provenance": provenance, "process_argv": list(sys.orig_argv)},
         ENV: run["env"],
         TIMING: {"timer": "host", "wall_ms": _one(run["wall_s"] * 1e3)},
     }

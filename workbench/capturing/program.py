@@ -192,7 +192,7 @@ def _compiler_recorder():
     """A :class:`provenance.CompilerRecorder`, installed, where torch is installed (None else)."""
     import importlib.util
 
-    if importlib.util.find_spec("torch") is None:
+    if settings.take(settings.CAPTURE_PROVENANCE) == "0" or importlib.util.find_spec("torch") is None:
         return None
     from .provenance import CompilerRecorder
 

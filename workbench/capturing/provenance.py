@@ -33,7 +33,6 @@ flagged (``crosses_layers``).
 
 from __future__ import annotations
 
-import ast
 import json
 import logging
 import re
@@ -60,6 +59,23 @@ class _Graph:
     mappings: dict | None = None
     stacks: dict | None = None
     frame: dict = field(default_factory=dict)
+    owner: str | None = None  # the class of the compiled frame's first argument, an nn.Module
+
+
+def _frame_owner() -> str | None:
+    """The class of the module whose method is being compiled (``self`` of a compiled
+    ``forward``), asked of dynamo's translator, which is still running while inductor compiles
+    its graph; None where it is no module or this torch does not say."""
+    try:
+        import torch
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        tx = InstructionTranslator.current_tx()
+        tx = getattr(tx.output, "root_tx", tx)
+        first = next(iter(tx.f_locals.values()), None)
+        return type(first).__name__ if isinstance(first, torch.nn.Module) else None
+    except Exception:  # internals of another torch version: the frame's own name is used instead
+        return None
 
 
 class _Collect(logging.Handler):
@@ -133,18 +149,22 @@ class CompilerRecorder:
             p.__enter__()
         logger = logging.getLogger(TRACE_LOGGER)
         handler = _Collect(self)
-        level = logger.level
+        # Debug level makes torch emit the artifacts; not propagating keeps them from the
+        # program's own log handlers (they are for this handler alone).
+        level, propagate = logger.level, logger.propagate
         logger.setLevel(logging.DEBUG)
+        logger.propagate = False
         logger.addHandler(handler)
-        self._installed = (patches, logger, handler, level)
+        self._installed = (patches, logger, handler, level, propagate)
         return self
 
     def uninstall(self) -> None:
         if self._installed is None:
             return
-        patches, logger, handler, level = self._installed
+        patches, logger, handler, level, propagate = self._installed
         logger.removeHandler(handler)
         logger.setLevel(level)
+        logger.propagate = propagate
         for p in reversed(patches):
             p.__exit__(None, None, None)
         self._installed = None
@@ -176,7 +196,9 @@ class CompilerRecorder:
             stack = node.meta.get("nn_module_stack")
             if stack:
                 stacks[node.name] = [(str(path), getattr(cls, "__name__", str(cls))) for path, cls in stack.values()]
-        self._current(str(cid), "modules").modules = stacks
+        g = self._current(str(cid), "modules")
+        g.modules = stacks
+        g.owner = _frame_owner()
 
     def _record(self, meta: dict, payload) -> None:
         cid = f"{meta['frame_id']}/{meta['frame_compile_id']}" if "frame_id" in meta else None
@@ -244,32 +266,6 @@ def _common(paths: list[str]) -> str:
     return ".".join(out)
 
 
-def _frame_name(frame: dict) -> str:
-    """The compiled function as a run's range names it: the class of a compiled method
-    (``LlamaForCausalLM`` for its ``forward``), else the function's name."""
-    name = frame.get("co_name") or "compiled"
-    owner = _owner_class(frame.get("co_filename"), frame.get("co_firstlineno"))
-    return owner or name
-
-
-def _owner_class(filename, line) -> str | None:
-    """The class whose method starts at ``filename:line``, read from the source (None: none)."""
-    if not filename or not isinstance(line, int):
-        return None
-    try:
-        with open(filename, encoding="utf-8") as fh:
-            tree = ast.parse(fh.read())
-    except (OSError, SyntaxError, ValueError):
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef):
-            for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
-                        item.lineno == line or any(d.lineno == line for d in item.decorator_list)):
-                    return node.name
-    return None
-
-
 def _source(stacks: dict | None, key: str) -> str:
     """The innermost frame of a call site's first stack trace: ``file:line (function)``."""
     traces = (stacks or {}).get(key) or []
@@ -283,7 +279,7 @@ def _source(stacks: dict | None, key: str) -> str:
 def _sites(graph_id: str, g: _Graph) -> list[dict]:
     mapping = g.mappings.get("cppCodeToPost") or {}
     root, root_cls = _root(g.modules)
-    run = root_cls or _frame_name(g.frame)
+    run = root_cls or g.owner or str(g.frame.get("co_name") or "compiled")
     keyed = []
     for key, nodes in mapping.items():
         kernel, _, handle = key.rpartition(":")

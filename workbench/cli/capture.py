@@ -36,6 +36,9 @@ def add_parser(subparsers) -> None:
                    help="COMMAND (a Python program): a range around each call of the program's nn.Modules whose "
                         "path matches REGEX (default: decoder layers and their children, embeddings, final norm, "
                         "head; see wb.annotate_modules)")
+    s.add_argument("--no-provenance", dest="provenance", action="store_false",
+                   help="COMMAND: do not record what the compiler says of the program's torch.compile'd graphs (its "
+                        "kernels then stay in the range around each compiled call)")
     s.add_argument("--keep-raw", action="store_true", help="store the raw capture (.nsys-rep / Kineto JSON, gzipped) "
                    "beside the tables")
     s.add_argument("--variant", action="append", metavar="KEY=VALUE", default=[], type=assignment,
@@ -89,7 +92,7 @@ def run(args) -> int:
 
         trace = capture_command(args.command_argv, backend=args.backend, name=args.name, root=root,
                                 windows=args.windows, keep_raw=args.keep_raw, overwrite=args.force, progress=progress,
-                                modules=args.modules)
+                                modules=args.modules, provenance=args.provenance)
     elif what == "--call":
         from ..capturing.calls import profile_call
 

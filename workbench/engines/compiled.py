@@ -1,4 +1,12 @@
-"""torch.compile (inductor), one compiled function per region."""
+"""torch.compile (inductor).
+
+An instance with ``decode_module()`` (the reference decoder) has its decode step compiled whole,
+as production engines and transformers do: one graph per bound-row count, under CUDA graphs on
+a GPU (``mode="reduce-overhead"``: each decode step is one graph replay); the prefill runs eager,
+in its ranges. The compiler's provenance, recorded by the capture, names each kernel's module.
+Otherwise each region of ``regions`` is compiled on its own, so its kernels run inside the
+region's range.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +21,24 @@ class CompiledEngine(EagerEngine):
         import torch._dynamo
 
         super().__init__(instance, key)
-        # Every region function is shared by all layers and all engines of this process; each
-        # new bound-row count or dtype is one more specialization, and the default limit (8)
-        # would silently fall back to eager in a sweep.
+        # Every compiled function is shared by all engines of this process; each new bound-row
+        # count or dtype is one more specialization, and the default limit (8) would silently
+        # fall back to eager in a sweep.
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)
-        instance.regions = {name: torch.compile(fn, fullgraph=True, dynamic=False)
-                            for name, fn in instance.regions.items()}
+        self.step = None
+        if hasattr(instance, "decode_module"):
+            graphs = instance.device.type == "cuda"
+            self.step = torch.compile(instance.decode_module(), fullgraph=True, dynamic=False,
+                                      mode="reduce-overhead" if graphs else None)
+            self.info["compiled"] = "decode step" + (" (CUDA graphs)" if graphs else "")
+        else:
+            instance.regions = {name: torch.compile(fn, fullgraph=True, dynamic=False)
+                                for name, fn in instance.regions.items()}
+            self.info["compiled"] = "each region"
+
+    def _decode(self, token, rows: int):
+        if self.step is None:
+            return super()._decode(token, rows)
+        # A replayed graph's output buffer is overwritten by the next replay: the caller gets
+        # its own copy, as from an eager step.
+        return self.step(token, self.positions, rows).clone()

@@ -35,7 +35,8 @@ CONTRACT: Mapping[str, Mapping[str, str]] = MappingProxyType({
     "compile": MappingProxyType({
         **_EAGER,
         "regions": "dict name -> pure tensor function that forward calls through `self.regions` at each call; "
-                   "the engine assigns a new dict of torch.compile(fn, fullgraph=True) versions",
+                   "the engine assigns a new dict of torch.compile(fn, fullgraph=True) versions, unless the instance "
+                   "has decode_module() (an nn.Module taking forward's arguments), which it compiles whole for decoding",
     }),
     "cudagraph": MappingProxyType({
         **_EAGER,

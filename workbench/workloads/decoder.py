@@ -258,6 +258,63 @@ class DecoderInstance:
             return r["lm_head"](x, self.w_out)
 
 
+    def decode_module(self):
+        """The model as an ``nn.Module`` tree (``layer.N.{qkv, kv_write, attention, mlp}``,
+        ``lm_head``) whose forward is :meth:`forward` without ranges (code inside torch.compile
+        opens none): what the compile engine compiles whole, so the compiler names each kernel's
+        module (``layer.3.kv_write``: layer 3, ``kv_write``) as the eager ranges name its region
+        (``layer_03 > kv_write``). Weights and caches are the instance's own tensors, registered as buffers."""
+        return _module(self)
+
+
+def _module(inst: DecoderInstance):
+    import torch
+
+    class Region(torch.nn.Module):
+        def __init__(self, fn, **buffers):
+            super().__init__()
+            self.fn = fn
+            for name, tensor in buffers.items():
+                self.register_buffer(name, tensor, persistent=False)
+
+        def forward(self, *args):
+            return self.fn(*args)
+
+    class Layer(torch.nn.Module):
+        def __init__(self, w, caches):
+            super().__init__()
+            r = inst.regions
+            self.qkv = Region(r["qkv"], w_qkv=w["w_qkv"])
+            self.kv_write = Region(r["kv_write"], k_cache=caches[0], v_cache=caches[1], ik_cache=caches[2])
+            self.attention = Region(r["attention"], w_o=w["w_o"])
+            self.mlp = Region(r["mlp"], w_up=w["w_up"], w_down=w["w_down"])
+
+        def forward(self, x, positions, row_ids):
+            heads, dim = inst.heads, inst.variant["head_dim"]
+            q, k, v, ik = self.qkv(x, self.qkv.w_qkv, heads, dim)
+            kv = self.kv_write
+            kv(positions, k, v, ik, kv.k_cache, kv.v_cache, kv.ik_cache)
+            x = inst.combine(x, self.attention(x, q, kv.k_cache, kv.v_cache, positions, row_ids, self.attention.w_o))
+            return inst.combine(x, self.mlp(x, self.mlp.w_up, self.mlp.w_down))
+
+    class DecoderModel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("embed", inst.embed, persistent=False)
+            self.register_buffer("row_ids", inst.row_ids, persistent=False)
+            self.layer = torch.nn.ModuleList(Layer(w, c) for w, c in zip(inst.layers, inst.caches))
+            self.lm_head = Region(inst.regions["lm_head"], w_out=inst.w_out)
+
+        def forward(self, tokens, positions, rows: int):
+            x = self.embed[tokens]
+            row_ids = self.row_ids[:rows]
+            for layer in self.layer:
+                x = layer(x, positions, row_ids)
+            return self.lm_head(x, self.lm_head.w_out)
+
+    return DecoderModel()
+
+
 # Regions in the order ``forward`` opens them. Colours: each region its own, so every figure
 # reads alike; variants before (warm: unfused, full) and after (cool: fused, bucketed). A label
 # naming several values takes the first listed.
