@@ -33,7 +33,9 @@ code (``torch.compile(model)``, ``model.compile()``, or the children of a compil
 module whose hooks ran eagerly around the compiled call, or the caller's own). What dynamo
 keeps of the hook is a store to a module flag (no guard, so no recompile), replayed after each
 compiled call; the next eager hook or ``remove()`` warns once that ranges inside compiled code
-were not recorded (a warning raised while tracing would itself break the graph). Under
+were not opened (a warning raised while tracing would itself break the graph). A capture that
+records the compiler's provenance (``capturing/provenance.py``) gives those kernels their
+modules' ranges at import instead (``trace/assemble/compiled_runs.py``). Under
 ``workbench capture --modules``, torch also warns that ``torch.compile(model)`` makes its global
 hooks fire once more, for the wrapper: harmless here, the wrapper is named by its class name
 and not selected by default.
@@ -124,8 +126,10 @@ def tree_names(root) -> list[tuple[str, object]]:
 
 def _warn_compiled() -> None:
     _compiled.warned = True
-    warnings.warn("workbench.annotate_modules: modules called inside torch.compile'd code get no range "
-                  "(their kernels fall in the enclosing range)", stacklevel=3)
+    warnings.warn("workbench.annotate_modules: modules called inside torch.compile'd code open no range; "
+                  "a capture that records the compiler's provenance (wb.record, profile_call, workbench "
+                  "capture) puts their kernels in their modules' ranges at import, otherwise they fall in "
+                  "the enclosing range", stacklevel=3)
 
 
 def _hooks(annotation_of):
