@@ -27,8 +27,9 @@ module every node of the graph lies in, where there is one (``LlamaForCausalLM``
 wrapper's method calls ``self.model``), else the frame's first argument (``self`` of a compiled
 ``forward``). So they read as ``annotate_modules`` names them (``model.layers.0.self_attn``) and
 the root is named by its class, as its range is in an eager capture. A call site computing
-nodes of several modules gets their common ancestor; one whose nodes lie in two layers is
-flagged (``crosses_layers``).
+nodes of several modules gets their common ancestor, ignoring the model-level nodes fused into
+one layer's kernel (the rotary tables each layer's kernel recomputes); one whose nodes lie in two
+layers gets the root and is flagged (``crosses_layers``).
 """
 
 from __future__ import annotations
@@ -62,18 +63,23 @@ class _Graph:
     owner: str | None = None  # the class of the compiled frame's first argument, an nn.Module
 
 
-def _frame_owner() -> str | None:
-    """The class of the module whose method is being compiled (``self`` of a compiled
-    ``forward``), asked of dynamo's translator, which is still running while inductor compiles
-    its graph; None where it is no module or this torch does not say."""
+def _frame_owner(modules: dict) -> str | None:
+    """The class of the module the compiled graph is a call of (``self`` of a compiled
+    ``forward``, or the module a wrapper was handed: transformers compiles
+    ``wrapped_func(*args)`` with the model as ``args[0]``), found by following the graph's root
+    path from the frame's locals in dynamo's translator, which is still running while inductor
+    compiles its graph; None where it is no module or this torch does not say."""
     try:
         import torch
         from torch._dynamo.symbolic_convert import InstructionTranslator
 
         tx = InstructionTranslator.current_tx()
         tx = getattr(tx.output, "root_tx", tx)
-        first = next(iter(tx.f_locals.values()), None)
-        return type(first).__name__ if isinstance(first, torch.nn.Module) else None
+        var, path = _root_var(modules)
+        obj = tx.f_locals.get(var) if var else next(iter(tx.f_locals.values()), None)
+        for part in path.split(".") if path else []:
+            obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
+        return type(obj).__name__ if isinstance(obj, torch.nn.Module) else None
     except Exception:  # internals of another torch version: the frame's own name is used instead
         return None
 
@@ -198,7 +204,7 @@ class CompilerRecorder:
                 stacks[node.name] = [(str(path), getattr(cls, "__name__", str(cls))) for path, cls in stack.values()]
         g = self._current(str(cid), "modules")
         g.modules = stacks
-        g.owner = _frame_owner()
+        g.owner = _frame_owner(stacks)
 
     def _record(self, meta: dict, payload) -> None:
         cid = f"{meta['frame_id']}/{meta['frame_compile_id']}" if "frame_id" in meta else None
@@ -246,14 +252,27 @@ def _relative(path: str) -> tuple[str, str]:
     return var, rest.strip(".")
 
 
+def _root_var(modules: dict) -> tuple[str, str]:
+    """``(variable, path below it)`` of the graph's root: the module every node's stack starts
+    in where there is one (``L['self']``), else the nearest path above all of them (a model
+    handed in as ``L['args'][0]`` has no stack entry of its own: its children's do)."""
+    firsts = [_relative(path) for path in {stack[0][0] for stack in modules.values() if stack}]
+    if len({var for var, _ in firsts}) != 1:
+        return "", ""
+    var = firsts[0][0]
+    if len(firsts) == 1:
+        return var, firsts[0][1]
+    return var, _common([path for _, path in firsts])
+
+
 def _root(modules: dict) -> tuple[str, str | None]:
-    """The graph's root: the path every node's stack starts with, and its class, where one
-    module holds them all; else ("", None): the frame's own argument."""
+    """The graph's root path (relative to its variable's) and, where one module's stack entry
+    holds every node, that module's class (else None: see ``_frame_owner``)."""
     firsts = {tuple(stack[0]) for stack in modules.values() if stack}
     if len(firsts) == 1:
         path, cls = next(iter(firsts))
         return _relative(path)[1], cls
-    return "", None
+    return _root_var(modules)[1], None
 
 
 def _common(paths: list[str]) -> str:
@@ -295,9 +314,13 @@ def _sites(graph_id: str, g: _Graph) -> list[dict]:
                 rel = _relative(stack[-1][0])[1]
                 paths.append(rel[len(root):].lstrip(".") if root and (rel == root or rel.startswith(root + ".")) else rel)
         layers = {m.group(1) for p in paths for m in _LAYER.finditer(p)}
+        # A kernel of one layer that also recomputes something of the model outside the layers
+        # (the rotary tables, the embedding feeding the first norm) is that layer's work: the
+        # model-level nodes are its fused-in inputs, so they do not lift it out of the layer.
+        inside = [p for p in paths if _LAYER.search(p)] if len(layers) == 1 else paths
         rows.append({"graph": graph_id, "call": call, "kernel": kernel,
                      "kind": "library" if kernel.startswith("extern_kernels.") or "." in kernel else "generated",
-                     "module": _common(paths) if paths else "", "modules": len(set(paths)),
+                     "module": _common(inside) if inside else "", "modules": len(set(paths)),
                      "crosses_layers": len(layers) > 1, "root": run, "source": _source(g.stacks, key),
                      "function": str(g.frame.get("co_name") or "")})
     return rows
