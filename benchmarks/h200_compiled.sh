@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Compiled and graph-replayed code on a lent H200 (issue 36; with the provenance-off window
+# capture of issue 37 and the recipe outputs of issue 40). One device call per part, carry
+# [".whl", ".debs"] (benchmarks/h200_setup.sh):
+#   PART=hf bash benchmarks/h200_compiled.sh        # transformers' own compiled generate()
+#   PART=decoder bash benchmarks/h200_compiled.sh   # the decoder's compile engine
+# PART=hf: benchmarks/user_programs/hf_compiled_generate.py (Llama-3.2-1B shape, 16 layers,
+# bf16, random weights; generate() over a static cache compiles the decode step with
+# mode="reduce-overhead", so each decode step is one CUDA-graph replay), attn sdpa vs eager,
+# captured as a user would: `workbench capture --backend nsys|torch --modules -- python3 ...`;
+# the eager twins (--no-compile); the sdpa pair again with provenance off and a
+# cudaProfilerStart window around a second generate() (no graph capture in the recording);
+# nsys's recipes nvtx_gpu_proj_sum/_trace and cuda_gpu_kern_sum on the eager twin's .nsys-rep,
+# kept beside its trace (traces/NAME/recipes/).
+# PART=decoder: `workbench capture decoder --engine compile` (decode step compiled whole under
+# CUDA graphs), kv_write unfused vs fused, nsys and torch; the eager twins are committed.
+# Each part's traces are tarred as they are made (the tool brings back 8 files at most).
+# SIZE=tiny DEVICE=cpu checks the script without a GPU (torch backend, tiny shapes).
+set -u
+cd "$(dirname "$0")/.."
+DEVICE=${DEVICE:-cuda}
+if [ "$DEVICE" = cuda ]; then source benchmarks/h200_setup.sh; else OUT=${OUT:-/tmp/h200-out}; mkdir -p "$OUT"; fi
+PART=${PART:-hf}
+LOG="$OUT/commands-$PART.log"
+source benchmarks/campaign_log.sh
+PROG=benchmarks/user_programs/hf_compiled_generate.py
+if [ "${SIZE:-full}" = tiny ]; then
+    HF=(--shape tiny --prompt 8 --new-tokens 4 --device "$DEVICE")
+    DEC=(--variant layers=2 --variant hidden=64 --variant heads=4 --variant ctx=16 --variant max_len=64
+         --steps 3 --repeats 2 --warmup 1)
+    BACKENDS=(torch)
+else
+    HF=(--shape 1b --prompt 128 --new-tokens 8 --device "$DEVICE")
+    DEC=(--steps 3 --repeats 30 --warmup 3)
+    BACKENDS=(nsys torch)
+fi
+pack() {  # pack ARCHIVE TRACE...: the traces that exist, in one archive under $OUT
+    local archive=$1; shift
+    local have=(); for t in "$@"; do [ -d "traces/$t" ] && have+=("traces/$t"); done
+    [ ${#have[@]} -gt 0 ] && tar czf "$OUT/$archive.tar.gz" "${have[@]}"
+}
+keep() {  # keep BACKEND: nsys captures keep their .nsys-rep (re-import, recipes)
+    [ "$1" = nsys ] && echo --keep-raw
+}
+[ "$DEVICE" = cuda ] && { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nsys --version; } | tee -a "$LOG"
+python3 -c "import transformers, torch; print('transformers', transformers.__version__, 'torch', torch.__version__)" | tee -a "$LOG"
+
+if [ "$PART" = hf ]; then
+    for b in "${BACKENDS[@]}"; do
+        for attn in sdpa eager; do
+            wb capture --backend "$b" --modules $(keep "$b") --name "h200-hfc-$attn-compile-$b" --force --quiet \
+                -- python3 "$PROG" --attn "$attn" "${HF[@]}"
+        done
+        pack "hfc-compile-$b" "h200-hfc-sdpa-compile-$b" "h200-hfc-eager-compile-$b"
+    done
+    for attn in sdpa eager; do  # the eager twins (nsys: the backend that sees graph captures)
+        b=${BACKENDS[0]}
+        wb capture --backend "$b" --modules $(keep "$b") --name "h200-hfc-$attn-eager-$b" --force --quiet \
+            -- python3 "$PROG" --attn "$attn" --no-compile "${HF[@]}"
+    done
+    rep=$(find "traces/h200-hfc-sdpa-eager-${BACKENDS[0]}" -name '*.nsys-rep' 2>/dev/null | head -1)
+    if [ -n "$rep" ]; then  # nsys's own GPU projections, beside the trace
+        for r in nvtx_gpu_proj_sum nvtx_gpu_proj_trace cuda_gpu_kern_sum; do
+            timeout 120 nsys recipe "$r" --input "$rep" --output "traces/h200-hfc-sdpa-eager-nsys/recipes/$r" \
+                2>&1 | tail -3 | tee -a "$LOG"
+        done
+    fi
+    pack hfc-eager "h200-hfc-sdpa-eager-${BACKENDS[0]}" "h200-hfc-eager-eager-${BACKENDS[0]}"
+    if [ "$DEVICE" = cuda ]; then  # an engine nobody instrumented: no provenance, no module ranges,
+        # the recording opened by the program after its graphs were captured
+        wb capture --backend nsys --no-provenance --windows --keep-raw --name h200-hfc-sdpa-compile-window-nsys \
+            --force --quiet -- python3 "$PROG" --attn sdpa --window "${HF[@]}"
+        wb capture --backend nsys --no-provenance --windows --keep-raw --name h200-hfc-eager-compile-window-nsys \
+            --force --quiet -- python3 "$PROG" --attn eager --window "${HF[@]}"
+        pack hfc-window h200-hfc-sdpa-compile-window-nsys h200-hfc-eager-compile-window-nsys
+    fi
+    wb summary "h200-hfc-sdpa-compile-${BACKENDS[0]}" --by step
+    wb summary "h200-hfc-sdpa-compile-${BACKENDS[0]}" --by layer
+    wb diff "h200-hfc-eager-compile-${BACKENDS[0]}" "h200-hfc-sdpa-compile-${BACKENDS[0]}" --top 6
+fi
+
+if [ "$PART" = decoder ]; then
+    for b in "${BACKENDS[@]}"; do
+        for kv in unfused fused; do
+            wb capture decoder --variant "kv_write=$kv" --engine compile --backend "$b" $(keep "$b") \
+                --name "h200-kvwrite-$kv-compile-$b" --device "$DEVICE" "${DEC[@]}" --force --quiet
+        done
+        pack "kvwrite-compile-$b" "h200-kvwrite-unfused-compile-$b" "h200-kvwrite-fused-compile-$b"
+    done
+    wb summary "h200-kvwrite-unfused-compile-${BACKENDS[0]}" --by layer
+    wb diff "h200-kvwrite-unfused-compile-${BACKENDS[0]}" "h200-kvwrite-fused-compile-${BACKENDS[0]}" --top 6
+fi
+cp "$LOG" "$OUT/" 2>/dev/null
+ls -la "$OUT" | tee -a "$LOG"
