@@ -2,7 +2,8 @@
 # Compiled and graph-replayed code on a lent H200 (issue 36; with the provenance-off window
 # capture of issue 37 and the recipe outputs of issue 40). One device call per part, carry
 # [".whl", ".debs"] (benchmarks/h200_setup.sh):
-#   PART=hf bash benchmarks/h200_compiled.sh        # transformers' own compiled generate()
+#   PART=hf bash benchmarks/h200_compiled.sh        # transformers' compiled generate(), nsys
+#   PART=hf2 bash benchmarks/h200_compiled.sh       # the same under torch.profiler; the window
 #   PART=decoder bash benchmarks/h200_compiled.sh   # the decoder's compile engine
 # PART=hf: benchmarks/user_programs/hf_compiled_generate.py (Llama-3.2-1B shape, 16 layers,
 # bf16, random weights; generate() over a static cache compiles the decode step with
@@ -26,7 +27,7 @@ source benchmarks/campaign_log.sh
 PROG=benchmarks/user_programs/hf_compiled_generate.py
 if [ "${SIZE:-full}" = tiny ]; then
     HF=(--shape tiny --prompt 8 --new-tokens 4 --device "$DEVICE")
-    DEC=(--variant layers=2 --variant hidden=64 --variant heads=4 --variant ctx=16 --variant max_len=64
+    DEC=(--variant layers=2 --variant heads=2 --variant head_dim=16 --variant mlp_dim=64 --variant ctx=16 --variant rows=64
          --steps 3 --repeats 2 --warmup 1)
     BACKENDS=(torch)
 else
@@ -45,38 +46,45 @@ keep() {  # keep BACKEND: nsys captures keep their .nsys-rep (re-import, recipes
 [ "$DEVICE" = cuda ] && { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nsys --version; } | tee -a "$LOG"
 python3 -c "import transformers, torch; print('transformers', transformers.__version__, 'torch', torch.__version__)" | tee -a "$LOG"
 
-if [ "$PART" = hf ]; then
-    for b in "${BACKENDS[@]}"; do
-        for attn in sdpa eager; do
-            wb capture --backend "$b" --modules $(keep "$b") --name "h200-hfc-$attn-compile-$b" --force --quiet \
-                -- python3 "$PROG" --attn "$attn" "${HF[@]}"
-        done
-        pack "hfc-compile-$b" "h200-hfc-sdpa-compile-$b" "h200-hfc-eager-compile-$b"
+if [ "$PART" = hf ]; then  # the compiled pair under the first backend, the eager twins, the recipes
+    b=${BACKENDS[0]}
+    for attn in sdpa eager; do
+        wb capture --backend "$b" --modules $(keep "$b") --name "h200-hfc-$attn-compile-$b" --force --quiet \
+            -- python3 "$PROG" --attn "$attn" "${HF[@]}"
     done
+    pack "hfc-compile-$b" "h200-hfc-sdpa-compile-$b" "h200-hfc-eager-compile-$b"
     for attn in sdpa eager; do  # the eager twins (nsys: the backend that sees graph captures)
-        b=${BACKENDS[0]}
         wb capture --backend "$b" --modules $(keep "$b") --name "h200-hfc-$attn-eager-$b" --force --quiet \
             -- python3 "$PROG" --attn "$attn" --no-compile "${HF[@]}"
     done
-    rep=$(find "traces/h200-hfc-sdpa-eager-${BACKENDS[0]}" -name '*.nsys-rep' 2>/dev/null | head -1)
+    rep=$(find "traces/h200-hfc-sdpa-eager-$b" -name '*.nsys-rep' 2>/dev/null | head -1)
     if [ -n "$rep" ]; then  # nsys's own GPU projections, beside the trace
         for r in nvtx_gpu_proj_sum nvtx_gpu_proj_trace cuda_gpu_kern_sum; do
-            timeout 120 nsys recipe "$r" --input "$rep" --output "traces/h200-hfc-sdpa-eager-nsys/recipes/$r" \
+            timeout 120 nsys recipe "$r" --input "$rep" --output "traces/h200-hfc-sdpa-eager-$b/recipes/$r" \
                 2>&1 | tail -3 | tee -a "$LOG"
         done
     fi
-    pack hfc-eager "h200-hfc-sdpa-eager-${BACKENDS[0]}" "h200-hfc-eager-eager-${BACKENDS[0]}"
+    pack hfc-eager "h200-hfc-sdpa-eager-$b" "h200-hfc-eager-eager-$b"
+    wb summary "h200-hfc-sdpa-compile-$b" --by step
+    wb summary "h200-hfc-sdpa-compile-$b" --by layer
+    wb diff "h200-hfc-eager-compile-$b" "h200-hfc-sdpa-compile-$b" --top 6
+fi
+
+if [ "$PART" = hf2 ]; then  # the compiled pair under torch.profiler; the uninstrumented window
+    for attn in sdpa eager; do
+        wb capture --backend torch --modules --name "h200-hfc-$attn-compile-torch" --force --quiet \
+            -- python3 "$PROG" --attn "$attn" "${HF[@]}"
+    done
+    pack hfc-compile-torch h200-hfc-sdpa-compile-torch h200-hfc-eager-compile-torch
     if [ "$DEVICE" = cuda ]; then  # an engine nobody instrumented: no provenance, no module ranges,
         # the recording opened by the program after its graphs were captured
-        wb capture --backend nsys --no-provenance --windows --keep-raw --name h200-hfc-sdpa-compile-window-nsys \
-            --force --quiet -- python3 "$PROG" --attn sdpa --window "${HF[@]}"
-        wb capture --backend nsys --no-provenance --windows --keep-raw --name h200-hfc-eager-compile-window-nsys \
-            --force --quiet -- python3 "$PROG" --attn eager --window "${HF[@]}"
+        for attn in sdpa eager; do
+            wb capture --backend nsys --no-provenance --windows --keep-raw --name "h200-hfc-$attn-compile-window-nsys" \
+                --force --quiet -- python3 "$PROG" --attn "$attn" --window "${HF[@]}"
+        done
         pack hfc-window h200-hfc-sdpa-compile-window-nsys h200-hfc-eager-compile-window-nsys
     fi
-    wb summary "h200-hfc-sdpa-compile-${BACKENDS[0]}" --by step
-    wb summary "h200-hfc-sdpa-compile-${BACKENDS[0]}" --by layer
-    wb diff "h200-hfc-eager-compile-${BACKENDS[0]}" "h200-hfc-sdpa-compile-${BACKENDS[0]}" --top 6
+    wb diff h200-hfc-eager-compile-torch h200-hfc-sdpa-compile-torch --top 6
 fi
 
 if [ "$PART" = decoder ]; then

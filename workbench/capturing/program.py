@@ -240,7 +240,7 @@ def _main(argv: list[str]) -> int:
             with open(Path(result_path).with_name(COMPILED), "w") as fh:
                 json.dump({"sites": compiler.rows(), "summary": compiler.summary()}, fh)
         if ranges is not None:
-            ranges.remove()
+            ranges.remove(attributed=compiler is not None)
             if not ranges.names:
                 what = repr(modules) if modules else "(the default selection)"
                 print(f"workbench: warning: --modules {what} matched no module the program called", file=sys.stderr)

@@ -173,12 +173,14 @@ class ModuleRanges:
     def names(self) -> list[str]:
         return list(self._names)
 
-    def remove(self) -> None:
-        """Remove every hook; calling it again does nothing. Ranges open now still close."""
+    def remove(self, *, attributed: bool = False) -> None:
+        """Remove every hook; calling it again does nothing. Ranges open now still close.
+        ``attributed``: the caller records the compiler's provenance, which gives compiled
+        modules their ranges, so there is nothing to warn of."""
         handles, self._handles = self._handles, []
         for h in handles:
             h.remove()
-        if _compiled.seen and not _compiled.warned:
+        if _compiled.seen and not _compiled.warned and not attributed:
             _warn_compiled()
 
     def __enter__(self):
