@@ -57,8 +57,9 @@ if [ "$PART" = hf ]; then  # the compiled pair under the first backend, the eage
         wb capture --backend "$b" --modules $(keep "$b") --name "h200-hfc-$attn-eager-$b" --force --quiet \
             -- python3 "$PROG" --attn "$attn" --no-compile "${HF[@]}"
     done
-    rep=$(find "traces/h200-hfc-sdpa-eager-$b" -name '*.nsys-rep' 2>/dev/null | head -1)
+    rep=$(find "traces/h200-hfc-sdpa-eager-$b" -name '*.nsys-rep*' 2>/dev/null | head -1)
     if [ -n "$rep" ]; then  # nsys's own GPU projections, beside the trace
+        case "$rep" in *.gz) gunzip -c "$rep" > /tmp/recipe-input.nsys-rep; rep=/tmp/recipe-input.nsys-rep;; esac
         for r in nvtx_gpu_proj_sum nvtx_gpu_proj_trace cuda_gpu_kern_sum; do
             timeout 120 nsys recipe "$r" --input "$rep" --output "traces/h200-hfc-sdpa-eager-$b/recipes/$r" \
                 2>&1 | tail -3 | tee -a "$LOG"

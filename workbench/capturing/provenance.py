@@ -27,9 +27,9 @@ module every node of the graph lies in, where there is one (``LlamaForCausalLM``
 wrapper's method calls ``self.model``), else the frame's first argument (``self`` of a compiled
 ``forward``). So they read as ``annotate_modules`` names them (``model.layers.0.self_attn``) and
 the root is named by its class, as its range is in an eager capture. A call site computing
-nodes of several modules gets their common ancestor, ignoring the model-level nodes fused into
-one layer's kernel (the rotary tables each layer's kernel recomputes); one whose nodes lie in two
-layers gets the root and is flagged (``crosses_layers``).
+nodes of several modules gets their common ancestor (see ``_home`` for the two cases that keep
+a layer's work in the layer); one whose nodes lie in two layers or more is flagged
+(``crosses_layers``).
 """
 
 from __future__ import annotations
@@ -314,13 +314,28 @@ def _sites(graph_id: str, g: _Graph) -> list[dict]:
                 rel = _relative(stack[-1][0])[1]
                 paths.append(rel[len(root):].lstrip(".") if root and (rel == root or rel.startswith(root + ".")) else rel)
         layers = {m.group(1) for p in paths for m in _LAYER.finditer(p)}
-        # A kernel of one layer that also recomputes something of the model outside the layers
-        # (the rotary tables, the embedding feeding the first norm) is that layer's work: the
-        # model-level nodes are its fused-in inputs, so they do not lift it out of the layer.
-        inside = [p for p in paths if _LAYER.search(p)] if len(layers) == 1 else paths
         rows.append({"graph": graph_id, "call": call, "kernel": kernel,
                      "kind": "library" if kernel.startswith("extern_kernels.") or "." in kernel else "generated",
-                     "module": _common(inside) if inside else "", "modules": len(set(paths)),
+                     "module": _home(paths, layers), "modules": len(set(paths)),
                      "crosses_layers": len(layers) > 1, "root": run, "source": _source(g.stacks, key),
                      "function": str(g.frame.get("co_name") or "")})
     return rows
+
+
+def _home(paths: list[str], layers: set[str]) -> str:
+    """The module a call site's kernel is counted in: its nodes' common ancestor, with two
+    exceptions that keep a layer's work in the layer. Values of the model outside the layers
+    recomputed in one layer's kernel (the rotary tables, the embedding feeding the first norm)
+    are its fused-in inputs. A kernel of two adjacent layers (one layer's residual add fused with
+    the next layer's norm) is the later layer's: what it produces is that layer's input. A kernel
+    of more layers (a mask every layer reads) stays at their common ancestor."""
+    if not paths:
+        return ""
+    if len(layers) == 2:
+        (a, i), (b, j) = sorted((name.rsplit(".", 1)[0], int(name.rsplit(".", 1)[1])) for name in layers)
+        if a == b and abs(i - j) == 1:
+            later = f"{a}.{max(i, j)}"
+            return _common([p for p in paths if later in {m.group(1) for m in _LAYER.finditer(p)}])
+    if len(layers) == 1:
+        return _common([p for p in paths if _LAYER.search(p)])
+    return _common(paths)

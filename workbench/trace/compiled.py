@@ -82,5 +82,7 @@ def compiled_note(meta: dict) -> str | None:
     line = (f"{kernels} kernels of compiled code in {runs} run(s) of {graphs} compiled graph(s), each in the ranges "
             "of the modules inductor's provenance says its call computes")
     if c.get("unmatched"):
-        line += f"; {int(c['unmatched'])} generated kernels matched no recorded graph (compiled before the recording?)"
+        line += (f"; {int(c['unmatched'])} launches of generated kernels outside a whole run of their graph stay in "
+                 "the range around them (autotuning benchmarks and the first run they interleave, or a graph "
+                 "compiled before the recording)")
     return line
