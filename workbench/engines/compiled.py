@@ -10,6 +10,7 @@ region's range.
 
 from __future__ import annotations
 
+from ..instrument.ranges import annotate
 from .eager import EagerEngine
 
 
@@ -35,6 +36,30 @@ class CompiledEngine(EagerEngine):
             instance.regions = {name: torch.compile(fn, fullgraph=True, dynamic=False)
                                 for name, fn in instance.regions.items()}
             self.info["compiled"] = "each region"
+
+    def rebuild(self, positions) -> None:
+        # Under CUDA graphs the compiled step's graphs were recorded in the warm-up, before the
+        # recording opened, and nsys traces a graph's kernels one by one only where it saw the
+        # graph made. So the graphs are dropped and made again here, under ``graph_capture``:
+        # per bound-row count, a warm-up run, the run that records the graph and one replay, at
+        # the first position that needs it (the step there writes its cache row again).
+        if self.step is None or self.instance.device.type != "cuda":
+            return
+        import torch
+        from torch._inductor import cudagraph_trees
+
+        torch.cuda.synchronize()
+        cudagraph_trees.reset_cudagraph_trees()
+        token = torch.zeros(1, dtype=torch.long, device=self.instance.device)
+        first: dict[int, int] = {}
+        for pos in positions:
+            first.setdefault(self.instance.rows_for(pos + 1), pos)
+        with annotate("graph_capture"):
+            for rows, pos in sorted(first.items()):
+                self.positions.fill_(pos)
+                for _ in range(3):
+                    self.step(token, self.positions, rows).clone()
+        torch.cuda.synchronize()
 
     def _decode(self, token, rows: int):
         if self.step is None:
