@@ -16,7 +16,8 @@
 # PART=decoder: `workbench capture decoder --engine compile` (decode step compiled whole under
 # CUDA graphs), kv_write unfused vs fused, nsys and torch; the eager twins are committed.
 # Each part's traces are tarred as they are made (the tool brings back 8 files at most).
-# SIZE=tiny DEVICE=cpu checks the script without a GPU (torch backend, tiny shapes).
+# SIZE=tiny DEVICE=cpu checks the script without a GPU (torch backend, tiny shapes). BACKENDS=nsys
+# captures with that backend alone; NO_TWINS=1 leaves the eager twins and recipes as they are.
 set -u
 cd "$(dirname "$0")/.."
 DEVICE=${DEVICE:-cuda}
@@ -33,7 +34,7 @@ if [ "${SIZE:-full}" = tiny ]; then
 else
     HF=(--shape 1b --prompt 128 --new-tokens 8 --device "$DEVICE")
     DEC=(--steps 3 --repeats 30 --warmup 3)
-    BACKENDS=(nsys torch)
+    read -ra BACKENDS <<< "${BACKENDS:-nsys torch}"  # BACKENDS=nsys: that one alone
 fi
 pack() {  # pack ARCHIVE TRACE...: the traces that exist, in one archive under $OUT
     local archive=$1; shift
@@ -53,19 +54,19 @@ if [ "$PART" = hf ]; then  # the compiled pair under the first backend, the eage
             -- python3 "$PROG" --attn "$attn" "${HF[@]}"
     done
     pack "hfc-compile-$b" "h200-hfc-sdpa-compile-$b" "h200-hfc-eager-compile-$b"
-    for attn in sdpa eager; do  # the eager twins (nsys: the backend that sees graph captures)
+    [ -n "${NO_TWINS:-}" ] || for attn in sdpa eager; do  # the eager twins (nsys: it sees graph captures)
         wb capture --backend "$b" --modules $(keep "$b") --name "h200-hfc-$attn-eager-$b" --force --quiet \
             -- python3 "$PROG" --attn "$attn" --no-compile "${HF[@]}"
     done
     rep=$(find "traces/h200-hfc-sdpa-eager-$b" -name '*.nsys-rep*' 2>/dev/null | head -1)
-    if [ -n "$rep" ]; then  # nsys's own GPU projections, beside the trace
+    if [ -z "${NO_TWINS:-}" ] && [ -n "$rep" ]; then  # nsys's own GPU projections, beside the trace
         case "$rep" in *.gz) gunzip -c "$rep" > /tmp/recipe-input.nsys-rep; rep=/tmp/recipe-input.nsys-rep;; esac
         for r in nvtx_gpu_proj_sum nvtx_gpu_proj_trace cuda_gpu_kern_sum; do
             timeout 120 nsys recipe "$r" --input "$rep" --output "traces/h200-hfc-sdpa-eager-$b/recipes/$r" \
                 2>&1 | tail -3 | tee -a "$LOG"
         done
     fi
-    pack hfc-eager "h200-hfc-sdpa-eager-$b" "h200-hfc-eager-eager-$b"
+    [ -n "${NO_TWINS:-}" ] || pack hfc-eager "h200-hfc-sdpa-eager-$b" "h200-hfc-eager-eager-$b"
     wb summary "h200-hfc-sdpa-compile-$b" --by step
     wb summary "h200-hfc-sdpa-compile-$b" --by layer
     wb diff "h200-hfc-eager-compile-$b" "h200-hfc-sdpa-compile-$b" --top 6

@@ -305,7 +305,7 @@ def _sites(graph_id: str, g: _Graph) -> list[dict]:
         if not handle.isdigit():
             kernel, handle = key, "-1"
         keyed.append((int(handle), kernel, key, nodes))
-    rows = []
+    calls = []
     for call, kernel, key, nodes in sorted(keyed):
         paths = []
         for n in nodes if isinstance(nodes, list) else []:
@@ -313,29 +313,48 @@ def _sites(graph_id: str, g: _Graph) -> list[dict]:
             if stack:
                 rel = _relative(stack[-1][0])[1]
                 paths.append(rel[len(root):].lstrip(".") if root and (rel == root or rel.startswith(root + ".")) else rel)
-        layers = {m.group(1) for p in paths for m in _LAYER.finditer(p)}
-        rows.append({"graph": graph_id, "call": call, "kernel": kernel,
-                     "kind": "library" if kernel.startswith("extern_kernels.") or "." in kernel else "generated",
-                     "module": _home(paths, layers), "modules": len(set(paths)),
-                     "crosses_layers": len(layers) > 1, "root": run, "source": _source(g.stacks, key),
-                     "function": str(g.frame.get("co_name") or "")})
-    return rows
+        calls.append((call, kernel, key, paths, {m.group(1) for p in paths for m in _LAYER.finditer(p)}))
+    near = _neighbours([layers for *_, layers in calls])
+    return [{"graph": graph_id, "call": call, "kernel": kernel,
+             "kind": "library" if kernel.startswith("extern_kernels.") or "." in kernel else "generated",
+             "module": _home(paths, layers, near[i]), "modules": len(set(paths)),
+             "crosses_layers": len(layers) > 1, "root": run, "source": _source(g.stacks, key),
+             "function": str(g.frame.get("co_name") or "")}
+            for i, (call, kernel, key, paths, layers) in enumerate(calls)]
 
 
-def _home(paths: list[str], layers: set[str]) -> str:
+def _neighbours(layers: list[set[str]]) -> list[list[str]]:
+    """Per call site: the layers of the nearest one-layer call sites after and before it, in
+    that order (one pass each way)."""
+    after: list[str | None] = [None] * len(layers)
+    before: list[str | None] = [None] * len(layers)
+    last = None
+    for i in range(len(layers) - 1, -1, -1):
+        after[i] = last
+        if len(layers[i]) == 1:
+            last = next(iter(layers[i]))
+    last = None
+    for i, own in enumerate(layers):
+        before[i] = last
+        if len(own) == 1:
+            last = next(iter(own))
+    return [[x for x in pair if x] for pair in zip(after, before)]
+
+
+def _home(paths: list[str], layers: set[str], neighbours: list[str]) -> str:
     """The module a call site's kernel is counted in: its nodes' common ancestor, with two
     exceptions that keep a layer's work in the layer. Values of the model outside the layers
     recomputed in one layer's kernel (the rotary tables, the embedding feeding the first norm)
-    are its fused-in inputs. A kernel of two adjacent layers (one layer's residual add fused with
-    the next layer's norm) is the later layer's: what it produces is that layer's input. A kernel
-    of more layers (a mask every layer reads) stays at their common ancestor."""
+    are its fused-in inputs. A kernel of several layers (a layer's norm fused with the residual
+    adds of the layers before it, which inductor recomputes rather than store) runs where the
+    calls around it do: it is counted in the layer of the next one-layer call, else the one
+    before, where that layer is among its own, in that layer's nodes' common ancestor; else
+    (a mask every layer reads, run once) at the common ancestor of all."""
     if not paths:
         return ""
-    if len(layers) == 2:
-        (a, i), (b, j) = sorted((name.rsplit(".", 1)[0], int(name.rsplit(".", 1)[1])) for name in layers)
-        if a == b and abs(i - j) == 1:
-            later = f"{a}.{max(i, j)}"
-            return _common([p for p in paths if later in {m.group(1) for m in _LAYER.finditer(p)}])
     if len(layers) == 1:
         return _common([p for p in paths if _LAYER.search(p)])
+    home = next((n for n in neighbours if n in layers), None)
+    if home is not None:
+        return _common([p for p in paths if home in {m.group(1) for m in _LAYER.finditer(p)}])
     return _common(paths)

@@ -28,33 +28,43 @@ class CompiledEngine(EagerEngine):
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)
         self.step = None
         if hasattr(instance, "decode_module"):
-            graphs = instance.device.type == "cuda"
-            self.step = torch.compile(instance.decode_module(), fullgraph=True, dynamic=False,
-                                      mode="reduce-overhead" if graphs else None)
-            self.info["compiled"] = "decode step" + (" (CUDA graphs)" if graphs else "")
+            self.module = instance.decode_module()
+            self.step = self._compile(self.module)
+            self.info["compiled"] = "decode step" + (" (CUDA graphs)" if instance.device.type == "cuda" else "")
         else:
             instance.regions = {name: torch.compile(fn, fullgraph=True, dynamic=False)
                                 for name, fn in instance.regions.items()}
             self.info["compiled"] = "each region"
 
+    def _compile(self, module):
+        import torch
+
+        graphs = self.instance.device.type == "cuda"
+        return torch.compile(module, fullgraph=True, dynamic=False, mode="reduce-overhead" if graphs else None)
+
     def rebuild(self, positions) -> None:
         # Under CUDA graphs the compiled step's graphs were recorded in the warm-up, before the
         # recording opened, and nsys traces a graph's kernels one by one only where it saw the
-        # graph made. So the graphs are dropped and made again here, under ``graph_capture``:
-        # per bound-row count, a warm-up run, the run that records the graph and one replay, at
-        # the first position that needs it (the step there writes its cache row again).
+        # graph made. So the step is compiled again here, under ``graph_capture``, and per
+        # bound-row count run three times (warm-up, the run that records the graph, a replay)
+        # at the first position that needs it (the step there writes its cache row again).
+        # Dynamo's caches and cudagraph trees go first: a graph of the old trees cannot run
+        # after they are reset.
         if self.step is None or self.instance.device.type != "cuda":
             return
         import torch
+        import torch._dynamo
         from torch._inductor import cudagraph_trees
 
         torch.cuda.synchronize()
+        torch._dynamo.reset()
         cudagraph_trees.reset_cudagraph_trees()
         token = torch.zeros(1, dtype=torch.long, device=self.instance.device)
         first: dict[int, int] = {}
         for pos in positions:
             first.setdefault(self.instance.rows_for(pos + 1), pos)
         with annotate("graph_capture"):
+            self.step = self._compile(self.module)
             for rows, pos in sorted(first.items()):
                 self.positions.fill_(pos)
                 for _ in range(3):
