@@ -15,7 +15,7 @@ timeout 90 python3 benchmarks/annotate_cost.py --device cuda --out benchmarks/re
 timeout "${CAMPAIGN_TIMEOUT_S:-380}" python3 benchmarks/live_campaign.py --device cuda --prefix h200 --root traces \
     --out benchmarks/results/h200_live --budget-s "${CAMPAIGN_BUDGET_S:-300}" 2>&1 | tee "$OUT/campaign.log"
 # The GPU-only tests of the live loop (skipped on CI, which has no GPU).
-timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_engines.py 2>&1 | tail -5 | tee "$OUT/gpu_tests.log"
+timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests/capture/test_engines.py 2>&1 | tail -5 | tee "$OUT/gpu_tests.log"
 tar czf "$OUT/h200.tar.gz" traces/h200-* benchmarks/results/h200_live.* benchmarks/results/annotate_cost_h200.json
 ls -la "$OUT"
 du -sh traces/h200-* | sort -h | tail -5

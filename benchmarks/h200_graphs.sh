@@ -6,7 +6,7 @@
 #   PART=sweep bash benchmarks/h200_graphs.sh    # the bucketing sweep at Phi-4-mini-like size (and
 #                                                # the hf CUDA-graph captures not yet stored)
 # The probe (benchmarks/graph_probe.py) runs whole under nsys; its SQLite export comes back as
-# $OUT/nsys-graph-probe.sqlite.gz, the fixture of tests/test_graph_ranges.py. Every stored trace
+# $OUT/nsys-graph-probe.sqlite.gz, the fixture of tests/analysis/test_graph_ranges.py. Every stored trace
 # is tarred into $OUT as it is made, so a call cut short still brings back what it finished.
 # Afterwards, on any machine:
 #   python3 benchmarks/live_campaign.py --from-traces --prefix h200 --root traces --out benchmarks/results/h200_live

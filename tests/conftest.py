@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-REFERENCE = SHARED / "reference-captures" / "h200"
-EXTERNAL = SHARED / "external-traces"
+from helpers import EXTERNAL, REFERENCE, run_cli
 
 
 def _need(path: Path) -> Path:
@@ -38,13 +32,6 @@ def store(tmp_path, monkeypatch):
     root.mkdir()
     monkeypatch.setenv("WORKBENCH_TRACES", str(root))
     return root
-
-
-def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run the real CLI in a subprocess, as a user would."""
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "workbench", *map(str, args)], capture_output=True, text=True,
-                          env=full_env, cwd=cwd or REPO, timeout=600)
 
 
 @pytest.fixture

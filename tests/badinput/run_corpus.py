@@ -9,7 +9,7 @@ imports that succeed whether the stored trace loads, projects and summarizes, wi
 escape character that reached the terminal output. ``--sample K`` runs only every K-th case of the two
 big wrong-type categories (kineto-field-type, nsys-bad-value). ``--mem-mb`` caps the address space of
 this process (RLIMIT_AS) so unbounded memory use fails instead of swapping.
-Running all cases in one process keeps the corpus fast; tests/test_bad_input.py also runs
+Running all cases in one process keeps the corpus fast; tests/robustness/test_bad_input.py also runs
 the real CLI as a subprocess on a representative subset.
 """
 

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from typing import Any
 
 # Section name -> what it holds, in the order the loop writes them. The code writes every one
-# of these (tests/test_manifest.py checks that a capture writes nothing else) except the last
+# of these (tests/store/test_manifest.py checks that a capture writes nothing else) except the last
 # four, which are only read where an older or hand-written manifest has them.
 SECTIONS: dict[str, str] = {
     "source": "what was imported: format, file, bytes, tool and tool_version, work_units, command, note, part",

@@ -1,0 +1,279 @@
+"""Every figure function ``workbench.viz`` exports, drawn from committed traces and loaded in
+real headless Chromium (plotly embedded, networking off), read as a user reads it:
+
+* it renders (``svg.main-svg``) without a JavaScript error;
+* no legend entry or title is clipped: each one's box lies inside the figure, and a legend
+  entry inside the legend's visible box (a legend taller than the figure scrolls, hiding some);
+* the base comes before the fix: first in a legend, left on an axis, left in a group of bars;
+* distinct kernels of a figure (and of a pair of timelines) have distinct colours, one kernel
+  the same colour in both timelines of a pair;
+* bars lie inside the plot area; bar labels that are drawn do not overlap, and stay inside
+  their bars where they are drawn inside;
+* a CPU-only trace's figures say "CPU", never "GPU" (text, hovers, titles, axes, legends).
+
+On a failure each failing figure is saved as a screenshot under pytest's tmp dir, its path
+printed. Needs the Python ``playwright`` package and a Chromium binary (/usr/bin/chromium or
+``$WORKBENCH_CHROMIUM``); skipped without them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("plotly")
+
+from helpers import CPU_TRACE, TRACES  # noqa: E402
+import workbench as wb  # noqa: E402
+from workbench import viz  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+KV = ("h200-kvwrite-unfused-eager-nsys", "h200-kvwrite-fused-eager-nsys")
+HF = ("h200-hf-attn-eager-static-nsys", "h200-hf-attn-sdpa-static-nsys")
+FIGURE_MODULES = {"trace_figures", "diff_figures", "timelines", "sweeps"}
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
+        "--disable-quic"]
+
+
+@dataclass
+class Case:
+    name: str
+    figs: tuple                       # drawn on one page, in this order
+    order: tuple[str, str] | None = None  # (base, fix) as the figure writes them
+    kernels: bool = False             # legend entries are kernels: distinct colours
+    cpu: bool = False                 # a CPU-only trace: no "GPU" anywhere
+    problems: list[str] = field(default_factory=list)
+
+
+def _chromium() -> str:
+    exe = os.environ.get("WORKBENCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(exe).is_file():
+        pytest.skip("no Chromium binary (apt-get install chromium, or set WORKBENCH_CHROMIUM)")
+    return exe
+
+
+def _cases() -> tuple[list[Case], set[str]]:
+    """The figures to check, and the names of the figure functions they used."""
+    used: set[str] = set()
+
+    def call(fn: str, *args, **kw):
+        used.add(fn)
+        return getattr(viz, fn)(*args, **kw)
+
+    a, b = (wb.open_trace(str(TRACES / n)) for n in KV)
+    ha, hb = (wb.open_trace(str(TRACES / n)) for n in HF)
+    cpu = wb.open_trace(str(CPU_TRACE))
+    d, hd, cd = wb.diff(a, b), wb.diff(ha, hb), wb.diff(cpu, cpu)
+    ab = ("A: " + KV[0], "B: " + KV[1])
+    habs = ("A: " + HF[0], "B: " + HF[1])
+    cases = [
+        Case("kv_layer_counts", (call("layer_counts", d, range="kv_write"),), ab),
+        Case("kv_layer_time", (call("layer_time", d),), ab),
+        Case("kv_diff_bars", (call("diff_bars", d),), ab),
+        Case("kv_diff_bars_layer", (call("diff_bars", d, 3),), ab),
+        Case("kv_diff_bars_range", (call("diff_bars", d, "layer_03/kv_write"),), ab),
+        Case("kv_composition", (call("range_composition", {"base: unfused": a, "fix: fused": b}),),
+             ("base: unfused", "fix: fused"), kernels=True),
+        Case("kv_composition_counts", (call("range_composition", [a, b], metric="kernels"),), KV, kernels=True),
+        Case("kv_launches", (call("launches_per_step", {"base: unfused": a, "fix: fused": b}),),
+             ("base: unfused", "fix: fused")),
+        Case("kv_timeline_pair", call("timeline_pair", (a, b), "layer_03/kv_write"), (KV[0] + ":", KV[1] + ":"),
+             kernels=True),
+        Case("kv_timeline_step", (call("timeline", a),), kernels=True),
+        Case("kv_summary_layer", (call("summary_bars", a, "layer"),)),
+        Case("kv_summary_kernel", (call("summary_bars", b, "kernel"),)),
+        Case("kv_summary_path", (call("summary_bars", b, "path", metric="kernels"),)),
+        Case("hf_layer_counts", (call("layer_counts", hd, range="self_attn"),), habs),
+        Case("hf_diff_bars", (call("diff_bars", hd),), habs),
+        Case("hf_composition", (call("range_composition", {"eager": ha, "sdpa": hb}),), ("eager", "sdpa"), kernels=True),
+        Case("hf_timeline_pair", call("timeline_pair", (ha, hb), "LlamaForCausalLM/model.layers.1/model.layers.1.self_attn"), (HF[0] + ":", HF[1] + ":"),
+             kernels=True),
+        Case("hf_timeline_step", (call("timeline", hb),), kernels=True),
+        Case("cpu_composition", (call("range_composition", cpu),), kernels=True, cpu=True),
+        Case("cpu_launches", (call("launches_per_step", cpu),), cpu=True),
+        Case("cpu_timeline", (call("timeline", cpu),), kernels=True, cpu=True),
+        Case("cpu_summary_kernel", (call("summary_bars", cpu, "kernel", metric="kernels"),), cpu=True),
+        Case("cpu_summary_range", (call("summary_bars", cpu, "range"),), cpu=True),
+        # A diff's figures know their traces' work units only when the diff carries them
+        # (``TraceDiff.work_units``); test_viz.py::test_cpu_diff_figures_say_cpu waits for that.
+        Case("cpu_diff_bars", (call("diff_bars", cd),), cpu=_diff_knows_units(cd)),
+        Case("cpu_layer_time", (call("layer_time", cd),), cpu=_diff_knows_units(cd)),
+    ]
+    rows = [{"context": c, "variant": v, "median_ms": m, "min_ms": m * 0.95, "max_ms": m * 1.1}
+            for c in (512, 2048, 8192) for v, m in (("bucketed", c / 4000), ("full", 2.0))]
+    cases.append(Case("sweep_order", (call("sweep", rows, order=["full", "bucketed"], workload="decoder"),),
+                      ("full", "bucketed")))
+    fusion = [{"context": c, "variant": v, "median_ms": m} for c in (128, 512) for v, m in (("fused", 1.0), ("unfused", 2.0))]
+    cases.append(Case("sweep_pair", (call("sweep", fusion, lo=None, hi=None, workload="decoder"),), ("unfused", "fused")))
+    eng = [dict(r, engine=e, median_ms=r["median_ms"] * k) for r in rows for e, k in (("eager", 10), ("cudagraph", 1))]
+    cases.append(Case("sweep_facets", (call("sweep", eng, facet="engine", order=["full", "bucketed"]),), ("full", "bucketed")))
+    return cases, used
+
+
+def _diff_knows_units(d) -> bool:
+    return getattr(d, "work_units", None) is not None
+
+
+# One page's findings, computed in the page (see the module docstring for what is checked).
+PROBE = r"""(order) => {
+  const out = {figs: 0, rendered: 0, problems: [], legend: [], text: ""};
+  const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
+  out.figs = plots.length;
+  const within = (b, c, slack) => b.left >= c.left - slack && b.right <= c.right + slack &&
+                                  b.top >= c.top - slack && b.bottom <= c.bottom + slack;
+  const overlap = (p, q) => p.left < q.right - 1 && q.left < p.right - 1 && p.top < q.bottom - 1 && q.top < p.bottom - 1;
+  let prevTop = -1;
+  plots.forEach((gd, fi) => {
+    const svg = gd.querySelector('svg.main-svg');
+    if (!svg) { out.problems.push(`figure ${fi}: no svg.main-svg`); return; }
+    out.rendered += 1;
+    const box = svg.getBoundingClientRect();
+    if (box.top < prevTop) out.problems.push(`figure ${fi} is above figure ${fi - 1}`);
+    prevTop = box.top;
+    const title = gd.querySelector('.gtitle');
+    if (title && !within(title.getBoundingClientRect(), box, 1)) out.problems.push(`figure ${fi}: title clipped`);
+    const bg = gd.querySelector('.legend .bg');
+    const lbox = bg ? bg.getBoundingClientRect() : null;
+    gd.querySelectorAll('.legend .traces').forEach(tr => {
+      const t = tr.querySelector('.legendtext');
+      const b = t.getBoundingClientRect();
+      const sw = tr.querySelector('.legendpoints path');
+      const entry = {fig: fi, text: t.textContent, fill: sw ? getComputedStyle(sw).fill : null};
+      out.legend.push(entry);
+      if (!(b.width > 0) || !within(b, box, 1) || (lbox && !within(b, lbox, 2)))
+        out.problems.push(`figure ${fi}: legend entry clipped: ${entry.text.slice(0, 60)}`);
+    });
+    // Bars inside a plot area (a relayout that moves the axes must move the bars too).
+    const areas = Array.from(gd.querySelectorAll('.bglayer rect.bg')).map(r => r.getBoundingClientRect());
+    let stray = 0;
+    gd.querySelectorAll('.barlayer .point path').forEach(bar => {
+      const b = bar.getBoundingClientRect();
+      if (b.width > 0 && b.height > 0 && areas.length && !areas.some(a => within(b, a, 2))) stray += 1;
+    });
+    if (stray) out.problems.push(`figure ${fi}: ${stray} bars outside the plot area`);
+    // Bar labels drawn: inside their bar, not over each other.
+    const shown = [];
+    gd.querySelectorAll('.barlayer .point').forEach(pt => {
+      const t = pt.querySelector('text.bartext');
+      const bar = pt.querySelector('path');
+      if (!t || !t.textContent) return;
+      const b = t.getBoundingClientRect();
+      if (!(b.width > 0) || getComputedStyle(t).opacity === '0' || getComputedStyle(t).display === 'none') return;
+      const tr = pt.closest('.trace');
+      const inside = tr && tr.__data__ && tr.__data__[0] && tr.__data__[0].trace.textposition === 'inside';
+      if (inside && bar && !within(b, bar.getBoundingClientRect(), 1))
+        out.problems.push(`figure ${fi}: label "${t.textContent}" sticks out of its bar`);
+      shown.push([t.textContent, b]);
+    });
+    for (let i = 0; i < shown.length; i++)
+      for (let j = i + 1; j < shown.length; j++)
+        if (overlap(shown[i][1], shown[j][1]))
+          out.problems.push(`figure ${fi}: labels overlap: "${shown[i][0]}" / "${shown[j][0]}"`);
+    out.text += Array.from(gd.querySelectorAll('text')).map(t => t.textContent).join('\n') + '\n' +
+                JSON.stringify(gd.data) + JSON.stringify(gd.layout) + '\n';
+    if (!order) return;
+    const [base, fix] = order;
+    // Legend: the base's entry first.
+    const names = Array.from(gd.querySelectorAll('.legend .legendtext')).map(t => t.textContent);
+    const ia = names.findIndex(n => n.includes(base)), ib = names.findIndex(n => n.includes(fix));
+    if (ia >= 0 && ib >= 0 && ia > ib) out.problems.push(`figure ${fi}: legend lists the fix before the base`);
+    // Axis labels (multicategory groups, categories): the base left.
+    const axisX = (label) => {
+      const xs = Array.from(gd.querySelectorAll('.xaxislayer-above text, .xtick text, .x2tick text, .xtick2 text'))
+        .filter(t => t.textContent.trim() === label || t.textContent.trim().startsWith(label))
+        .map(t => t.getBoundingClientRect().left);
+      return xs.length ? Math.min(...xs) : null;
+    };
+    const xa = axisX(base), xb = axisX(fix);
+    if (xa !== null && xb !== null && xa > xb) out.problems.push(`figure ${fi}: the fix is left of the base on the x axis`);
+    // Grouped bars: the base trace's first bar left of the fix trace's, in the first subplot.
+    const layer = gd.querySelector('.barlayer');
+    if (layer) {
+      const first = (part) => {
+        const g = Array.from(layer.querySelectorAll(':scope > .trace')).find(
+          el => el.__data__ && el.__data__[0] && String(el.__data__[0].trace.name).replace(/<br>/g, '').includes(part));
+        const p = g && g.querySelector('.point path');
+        return p ? p.getBoundingClientRect().left : null;
+      };
+      const ba = first(base), bb = first(fix);
+      if (ba !== null && bb !== null && ba > bb) out.problems.push(`figure ${fi}: the fix's bars are left of the base's`);
+    }
+  });
+  return out;
+}"""
+
+
+def _html(case: Case, path: Path) -> None:
+    parts = [f.to_html(full_html=False, include_plotlyjs=(i == 0), div_id=f"{case.name}-{i}",
+                       config={"responsive": True}) for i, f in enumerate(case.figs)]
+    path.write_text("<!doctype html><html><head><meta charset='utf-8'></head><body>" + "".join(parts)
+                    + "</body></html>", encoding="utf-8")
+
+
+def _check_colors(case: Case, legend: list[dict]) -> None:
+    """Distinct kernels, distinct colours; one kernel, one colour (across a pair's figures)."""
+    by_name: dict[str, set] = {}
+    for e in legend:
+        if e["fill"] and not e["text"].startswith("("):
+            by_name.setdefault(e["text"], set()).add(e["fill"])
+    for name, fills in by_name.items():
+        if len(fills) > 1:
+            case.problems.append(f"kernel {name[:60]} has colours {sorted(fills)}")
+    owners: dict[str, str] = {}
+    for name, fills in by_name.items():
+        for f in fills:
+            if f in owners and owners[f] != name:
+                case.problems.append(f"kernels {owners[f][:50]} and {name[:50]} share colour {f}")
+            owners[f] = name
+
+
+def test_every_figure_reads_well_in_chromium(tmp_path):
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    exe = _chromium()
+    from workbench.viz import _API
+
+    cases, used = _cases()
+    exported = {n for n, mod in _API.items() if mod in FIGURE_MODULES}
+    assert used == exported, f"figure functions not drawn here: {sorted(exported - used)}"
+    for c in cases:
+        _html(c, tmp_path / f"{c.name}.html")
+
+    failed = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1000, "height": 900}, offline=True)
+            page = context.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            for c in cases:
+                errors.clear()
+                page.goto((tmp_path / f"{c.name}.html").as_uri(), wait_until="load")
+                try:
+                    page.wait_for_function(f"document.querySelectorAll('svg.main-svg').length >= {len(c.figs)}",
+                                           timeout=20_000)
+                except Exception:
+                    pass
+                found = page.evaluate(PROBE, list(c.order) if c.order else None)
+                c.problems += errors + found["problems"]
+                if found["rendered"] != len(c.figs):
+                    c.problems.append(f"{found['rendered']} of {len(c.figs)} figures rendered")
+                if c.kernels:
+                    _check_colors(c, found["legend"])
+                if c.cpu and "GPU" in found["text"]:
+                    i = found["text"].index("GPU")
+                    c.problems.append(f"a CPU-only trace's figure says GPU: ...{found['text'][max(i - 60, 0):i + 20]}...")
+                if c.problems:
+                    shot = tmp_path / f"{c.name}.png"
+                    page.screenshot(path=str(shot), full_page=True)
+                    print(f"{c.name}: screenshot {shot}")
+                    failed.append(c)
+        finally:
+            browser.close()
+    assert not failed, "\n".join(f"{c.name}: {pr}" for c in failed for pr in c.problems)
