@@ -4,6 +4,7 @@ Runs under the HTA venv's interpreter (``benchmarks/.venv-hta``), in a fresh pro
 measurement, and prints one JSON object. HTA reads a directory of rank traces.
 
     benchmarks/.venv-hta/bin/python benchmarks/hta_task.py DIR_A DIR_B
+    benchmarks/.venv-hta/bin/python benchmarks/hta_task.py --breakdown DIR   # load + kernel breakdown only
 """
 
 from __future__ import annotations
@@ -68,11 +69,25 @@ def main(dir_a: str, dir_b: str) -> dict:
     }
 
 
+def breakdown(trace_dir: str) -> dict:
+    """HTA's answer to ``workbench summary --by kernel``: load + GPU kernel breakdown."""
+    logging.disable(logging.WARNING)
+    from hta.trace_analysis import TraceAnalysis
+
+    t0 = time.perf_counter()
+    a = TraceAnalysis(trace_dir=trace_dir)
+    t1 = time.perf_counter()
+    kernel_types, kernels = a.get_gpu_kernel_breakdown(visualize=False)
+    t2 = time.perf_counter()
+    return {"task": "hta_breakdown", "load_s": t1 - t0, "breakdown_s": t2 - t1, "total_s": t2 - t0,
+            "breakdown_rows": int(len(kernels)), "peak_rss_bytes": _rss()}
+
+
 if __name__ == "__main__":
     import os
 
     load0 = os.getloadavg()[0]
-    out = main(sys.argv[1], sys.argv[2])
+    out = breakdown(sys.argv[2]) if sys.argv[1] == "--breakdown" else main(sys.argv[1], sys.argv[2])
     ru = resource.getrusage(resource.RUSAGE_SELF)
     out["cpu_s"] = ru.ru_utime + ru.ru_stime
     out["loadavg_1m"] = [load0, os.getloadavg()[0]]

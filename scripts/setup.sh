@@ -8,7 +8,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
 fi
-.venv/bin/python -m pip install -q -c constraints.txt -e '.[capture,notebook,test,hf,ray]' 2>&1 \
+.venv/bin/python -m pip install -q -c constraints.txt -e '.[capture,notebook,test,hf,ray,fast]' 2>&1 \
   | grep -v -e "^WARNING: Location 'file:" -e '^$' || true
 .venv/bin/python -c "import workbench, torch, triton, plotly, ipywidgets, duckdb, ray" \
   || { echo "setup: installation incomplete" >&2; exit 1; }

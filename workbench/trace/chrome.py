@@ -16,7 +16,6 @@ columns, and written as they are made: memory stays bounded however many kernels
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import secrets
@@ -30,6 +29,7 @@ import pandas as pd
 from ..errors import WorkbenchError
 from .manifest import ENV, section
 from .assemble.graph_ranges import replayed_ranges
+from .readers import compression
 from .schema import Trace
 
 # Rows formatted at a time: large enough that Arrow's per-call overhead vanishes, small enough
@@ -106,7 +106,7 @@ def _replacing(path: Path):
         with open(fd, "wb", buffering=1 << 20) as fh:
             if path.name.endswith(".gz"):
                 # The fastest level: the events repeat a few templates, which it packs well.
-                with gzip.GzipFile("", "wb", 1, fh, mtime=0) as gz:
+                with compression.writer(fh, 1) as gz:
                     yield gz
             else:
                 yield fh

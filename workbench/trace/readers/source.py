@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from pathlib import Path
 
 from ...errors import TraceFormatError
+from . import compression
 
 GZIP_MAGIC = b"\x1f\x8b"
 # What reading a damaged gzip stream raises.
-GZIP_ERRORS = (OSError, EOFError, zlib.error)
+GZIP_ERRORS = compression.ERRORS
 
 
 def is_gzipped(path: Path) -> bool:
@@ -20,7 +19,7 @@ def is_gzipped(path: Path) -> bool:
 
 def open_bytes(path: Path):
     """The file's bytes, gunzipped as they are read where it is gzipped."""
-    return gzip.open(path, "rb") if is_gzipped(path) else open(path, "rb")
+    return compression.open_read(path) if is_gzipped(path) else open(path, "rb")
 
 
 def gzip_error(path: Path, e: BaseException) -> TraceFormatError:

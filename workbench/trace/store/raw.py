@@ -8,7 +8,6 @@ Nothing else in the store reads ``raw/``: the tables are the trace, and its iden
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import os
 import re
@@ -16,6 +15,7 @@ import shutil
 from pathlib import Path
 
 from ...errors import WorkbenchError
+from ..readers import compression
 from ..readers.source import is_gzipped
 
 RAW = "raw"
@@ -89,6 +89,6 @@ def _copy(src: Path, dest: Path, packed: bool) -> tuple[int, str]:
         else:
             # gzip's own default level: the capture is kept for good, so its size counts more
             # than the seconds. mtime 0: the same capture is stored as the same bytes.
-            with gzip.GzipFile(dest.name[:-3], "wb", 6, out, mtime=0) as gz:
+            with compression.writer(out, 6, dest.name[:-3]) as gz:
                 shutil.copyfileobj(fin, gz, 1 << 20)
     return out.bytes, out.sha.hexdigest()

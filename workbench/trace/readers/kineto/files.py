@@ -26,7 +26,7 @@ def read(path: Path, fh, n: int) -> bytes:
 def unread(path: Path, fh, head: bytes, pos: int):
     """The events from ``head`` on, ``head`` being the bytes of the file just before ``pos``
     (``fh`` is read up to there): a ``Mapped`` or ``Buffered``."""
-    if isinstance(fh, gzip.GzipFile):
+    if isinstance(fh, gzip.GzipFile):  # whichever library reads it (compression.py): each subclasses it
         yield Buffered(path, fh, head)
         return
     with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:

@@ -53,6 +53,11 @@ DOMAIN_CREATE = 75
 WHERE_TYPES = {NVTX: PUSHPOP + STARTEND + (DOMAIN_CREATE,)}
 TEXT = {NVTX: ("text",)}
 
+# Every table is read in its own order (rowid order for a rowid table, the order of its pages),
+# never through an index someone added for their own queries: a covering index would change
+# the order of the rows (and the page reader reads the table's pages). A view ignores it.
+_SCAN = "NOT INDEXED"
+
 # Rows fetched from sqlite3 at a time: the Python objects of a large table's rows never all
 # exist at once. At least as many as the values ``_is_text`` looks at.
 _CHUNK_ROWS = 1 << 18
@@ -147,7 +152,7 @@ class Database:
         if table not in self.tables:
             return []
         try:
-            return self.con.execute(f'select {columns} from "{table}"').fetchall()
+            return self.con.execute(f'select {columns} from "{table}" {_SCAN}').fetchall()
         except sqlite3.DatabaseError:
             return []
 
@@ -161,7 +166,7 @@ class Database:
         the column's values whole: TEXT (decided on its first values) as objects, every
         other column as ``np.array`` types it. No arrays for a table without rows."""
         names = ", ".join(f'"{c}"' for c in cols)
-        sql = f'select {names} from "{table}"'
+        sql = f'select {names} from "{table}" {_SCAN}'
         if table in WHERE_TYPES:
             sql += f" where eventType in ({', '.join(map(str, WHERE_TYPES[table]))})"
         parts: list[list[np.ndarray]] = [[] for _ in cols]

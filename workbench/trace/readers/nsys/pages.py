@@ -5,10 +5,12 @@ The page reader decodes a table straight from the file's pages without holding t
 two tables at a time on threads from ``options.pool``. It is a fast path only: a table goes through
 sqlite3 (with its results and its error messages) wherever the accelerator is not built,
 declines (a damaged page, a value of a type the column should not hold), or cannot map the
-table's records to columns up front: a WITHOUT ROWID or indexed table, a view, hidden or
-generated columns, a column with a default (rows written before an ALTER TABLE hold none),
-or changes still in a journal or WAL file. Text is decoded as the sqlite3 connection decodes
-it (invalid UTF-8 replaced).
+table's records to columns up front: a WITHOUT ROWID table, a view, hidden or generated
+columns, a column with a default (rows written before an ALTER TABLE hold none), or changes
+still in a journal or WAL file. An indexed table is read from its pages all the same: an index
+is a b-tree of its own and leaves the table's pages as they were, and sqlite3 is told not to
+use it (``Database.select``), so both give the rows in rowid order. Text is decoded as the
+sqlite3 connection decodes it (invalid UTF-8 replaced).
 """
 
 from __future__ import annotations
@@ -84,20 +86,19 @@ class Columns:
 
 def start(db: Database, db_path: Path, options: ImportOptions) -> Pages | None:
     """The page reader started on every event table it can read, or None where it reads
-    none. Only plain tables qualify: with no index (nsys creates none) a table can only be
-    scanned in rowid order, which is the order of its pages. Problems found here are left
-    for sqlite3 to report, in the order the tables are made."""
+    none. Only rowid tables qualify: their leaf pages hold the rows in rowid order, the order
+    of sqlite3's full scan. Problems found here are left for sqlite3 to report, in the order
+    the tables are made."""
     if read_table is None or KERNEL not in db.tables or any(
         os.path.exists(f"{db_path}{suffix}") and os.path.getsize(f"{db_path}{suffix}") for suffix in ("-journal", "-wal")
     ):
         return None
     try:
         schema = db.con.execute("select type, name, tbl_name, rootpage, sql from sqlite_master").fetchall()
-        indexed = {str(tbl).lower() for kind, _, tbl, _, _ in schema if kind == "index"}
         jobs = {}
         for kind, name, _, root, sql in schema:
-            if (name in COLUMNS and kind == "table" and str(name).lower() not in indexed
-                    and str(sql).upper().startswith("CREATE TABLE") and isinstance(root, int)):
+            if (name in COLUMNS and kind == "table" and str(sql).upper().startswith("CREATE TABLE")
+                    and isinstance(root, int)):
                 try:
                     job = _job(db, name, str(sql), root)
                 except TraceFormatError:
