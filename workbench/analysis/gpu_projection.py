@@ -31,11 +31,14 @@ from ..trace.arrays import group_sums
 from ..trace.assemble.attribution import innermost_ranges
 from ..trace.assemble.launches import match_first
 from ..trace.schema import Trace
+from .steps import DECODE, step_rows, trace_steps_info
 
 COLUMNS = ["gpu_start", "gpu_end", "gpu_ops", "gpu_proj_ns"]
 # What the columns are called where people read them: an nsys user's word for the figure.
 TITLE = "GPU projection (nvtx_gpu_proj)"
 STATS = ["gpu_proj_instances", "gpu_proj_sum_ns", "gpu_proj_mean_ns", "gpu_proj_median_ns"]
+NOTE = (f"gpu_proj_*: {TITLE}, per range instance the first start to the last end of the GPU work launched "
+        "inside it (children's too), as nsys's nvtx_gpu_proj_sum counts it; gpu_time_ns: kernel time summed")
 _NONE_START, _NONE_END = np.iinfo(np.int64).max, np.iinfo(np.int64).min
 
 
@@ -126,8 +129,10 @@ def projection_stats(codes: np.ndarray, proj: np.ndarray, n: int) -> pd.DataFram
         median[s.index.to_numpy()] = s.to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
         mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
-    return pd.DataFrame({STATS[0]: count, STATS[1]: np.where(count > 0, total, np.nan), STATS[2]: mean,
-                         STATS[3]: median})
+    # nsys's precision: whole nanoseconds for the sum, a tenth for the mean.
+    return pd.DataFrame({STATS[0]: count, STATS[1]: pd.array(np.where(count > 0, total, 0), dtype="Int64"),
+                         STATS[2]: np.round(mean, 1), STATS[3]: median}).assign(
+        **{STATS[1]: lambda d: d[STATS[1]].where(d[STATS[0]] > 0)})
 
 
 def projection_by_name(trace: Trace) -> pd.DataFrame:
@@ -165,3 +170,19 @@ def _levels(parent: np.ndarray, depth: np.ndarray) -> list[np.ndarray]:
     order = np.argsort(-depth, kind="stable")
     levels = (ids[parent[ids] >= 0] for ids in np.split(order, np.flatnonzero(np.diff(depth[order])) + 1))
     return [ids for ids in levels if len(ids)]
+
+
+def step_projection(trace: Trace, step_regex: str | None = None) -> float:
+    """The mean GPU projection of a decode step (NaN: no decode step launched GPU work): per
+    step key (one step on several threads or ranks is one), its ranges' first GPU start to last
+    GPU end. Beside the diff's summed kernel time per step (``gpu_time_per_step_ns``)."""
+    if not trace.rows("ranges"):
+        return float("nan")
+    info = trace_steps_info(trace, step_regex)
+    p = range_projection(trace)
+    steps = info.ids(DECODE)
+    steps = steps[p["gpu_ops"].to_numpy()[steps] > 0]
+    if not len(steps):
+        return float("nan")
+    _, _, first, last, _ = step_rows(info, steps, p["gpu_start"].to_numpy()[steps], p["gpu_end"].to_numpy()[steps])
+    return float(np.mean(last - first))
