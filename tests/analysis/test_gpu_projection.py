@@ -12,6 +12,7 @@ workbench: to each replay), and the test pins down exactly how the numbers then 
 from __future__ import annotations
 
 import gzip
+import shutil
 import json
 from pathlib import Path
 
@@ -153,3 +154,22 @@ def test_torch_profiler_ranges_get_the_same_projection():
     assert max(abs(v["ts"] - spans[x][1]) + abs(v["ts"] + v["dur"] - spans[x][2]) for x, v in inner.items()) < 0.003
     steps = [v for v in kineto.values() if v["name"].startswith("step_")]
     assert len(steps) == 3 and all(v["dur"] < 1 for v in steps)
+
+
+REP = ROOT.parent / "shared" / "reference-captures" / "h200" / "nsys-kvwrite-unfused.nsys-rep"
+
+
+def test_recipe_command_says_in_one_line_what_it_lacks(tmp_path, capsys):
+    """``workbench recipe`` needs the trace's kept .nsys-rep and nsys on PATH; without either it
+    says so in one line and exits 2 (this machine has no nsys: the run itself is untested here)."""
+    from workbench.cli.entry import main
+
+    trace = wb.import_file(str(RECIPES / "dec-eager" / "capture.sqlite.gz"))
+    wb.save(trace, "bare", root=tmp_path)
+    assert main(["--root", str(tmp_path), "recipe", "nvtx_gpu_proj_sum", "bare"]) == 2
+    assert "keeps no .nsys-rep" in capsys.readouterr().err
+    assert main(["--root", str(tmp_path), "recipe", "../x", "bare"]) == 2
+    if REP.exists() and shutil.which("nsys") is None:
+        wb.save(trace, "kept", root=tmp_path, raw=[REP])
+        assert main(["--root", str(tmp_path), "recipe", "nvtx_gpu_proj_sum", "kept"]) == 2
+        assert "nsys not found on PATH" in capsys.readouterr().err
