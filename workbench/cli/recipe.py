@@ -1,15 +1,17 @@
-"""``workbench recipe NAME TRACE [-- ARGS]``: an Nsight Systems recipe run on the stored trace's
+"""``workbench recipe NAME TRACE``: an Nsight Systems recipe run on the stored trace's
 kept capture, its output kept at ``<trace>/recipes/NAME/`` (:mod:`workbench.capturing.recipes`)."""
 
 from __future__ import annotations
 
 
 def add_parser(sub) -> None:
+    from .args import trace_name
+
     s = sub.add_parser("recipe", help="run an nsys recipe (nvtx_gpu_proj_sum, ...) on a stored trace's kept "
                                       ".nsys-rep and keep its output with the trace")
-    s.add_argument("name", help="the recipe, as `nsys recipe --help` lists them (e.g. nvtx_gpu_proj_trace)")
+    # A recipe is a directory name of nsys's recipe package: checked as a stored name is.
+    s.add_argument("name", type=trace_name("recipe"), help="the recipe, as `nsys recipe --help` lists them (e.g. nvtx_gpu_proj_trace)")
     s.add_argument("trace", help="stored trace name or directory, captured or imported with --keep-raw")
-    s.add_argument("recipe_args", nargs="*", help="further arguments for the recipe (after --)")
     s.set_defaults(func=run)
 
 
@@ -18,6 +20,6 @@ def run(args) -> int:
     from ..textfmt import clean
     from ..trace import open_trace
 
-    out = run_recipe(args.name, open_trace(args.trace, args.root), list(args.recipe_args))
+    out = run_recipe(args.name, open_trace(args.trace, args.root))
     print(f"wrote {clean(str(out))}")
     return 0
