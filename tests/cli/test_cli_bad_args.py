@@ -36,7 +36,7 @@ BAD = {
     **dict.fromkeys(("--threads", "--top", "--workers", "--rounds", "--steps", "--repeats", "--warmup"), _COUNT),
     **dict.fromkeys(("--step-regex", "--prefill-regex", "--modules"), _REGEX),
     "--layer-regex": ["(", "layers", "*"],
-    **dict.fromkeys(("--name", "--set"), _NAME),
+    **dict.fromkeys(("--name", "--set", "name"), _NAME),  # name: the recipe command's recipe
     "--fail-if": ["kernels>abc", "kernels>-1", "bogus>1", "decode_step>5"],
     "query": ["", "   ", "-- only a comment", "/* c */", "selec", "select 1; select 2", "copy (select 1) to 'x.csv'",
               "create table x as select 1", "attach 'x.db'", "install httpfs", "load httpfs", "set threads=1",

@@ -33,6 +33,7 @@ from ..trace.schema import Trace
 from .alignment import Alignment, align
 from .projection import NO_LAUNCH, NO_RANGE, project
 from .stats import Comparison, compare_timing
+from .gpu_projection import step_projection
 from .steps import DECODE, NO_STEP, PHASES, PREFILL, step_parts, trace_steps_info
 
 # The keys of kernels launched directly in a step range or a prefill model call, which no
@@ -338,6 +339,8 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
         "steps_a": na, "steps_b": nb,
         "kernels_per_step_a": ka_dec / na, "kernels_per_step_b": kb_dec / nb,
         "gpu_time_per_step_ns_a": ga_dec / na, "gpu_time_per_step_ns_b": gb_dec / nb,
+        # Nsight Systems' span of a step's GPU work (:mod:`.gpu_projection`), beside the summed time.
+        "gpu_proj_per_step_ns_a": step_projection(a, step_regex), "gpu_proj_per_step_ns_b": step_projection(b, step_regex),
         "prefill_kernels_a": fa.count_phase(PREFILL), "prefill_kernels_b": fb.count_phase(PREFILL),
         "outside_steps_kernels_a": len(fa.key) - ka_dec - fa.count_phase(PREFILL),
         "outside_steps_kernels_b": len(fb.key) - kb_dec - fb.count_phase(PREFILL),

@@ -9,6 +9,7 @@ from ..errors import WorkbenchError
 from ..trace.arrays import group_sums
 from ..trace.manifest import ATTRIBUTION, section
 from ..trace.schema import Trace
+from .gpu_projection import STATS, projection_stats, range_projection
 from .projection import NO_LAUNCH, NO_RANGE, kernel_display, trace_labels, trace_layers
 from .steps import PHASES, step_groups, step_rows, trace_steps_info
 
@@ -20,7 +21,7 @@ def _labels(values) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(uniq, dtype=object))
 
 
-def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> pd.DataFrame:
+def summary(trace: Trace, by: str = "range", layer_regex: str | None = None, projection: bool = False) -> pd.DataFrame:
     """Kernel counts and GPU time grouped ``by``:
 
     - ``range``: innermost range label (``kv_write`` over all layers and steps; a name with a
@@ -38,6 +39,12 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> 
 
     Unattributed kernels appear as ``(no range)`` / ``(no launch record)`` rows, never dropped.
 
+    ``projection``: also Nsight Systems' GPU projection of the group's range instances (count,
+    sum, mean, median: :mod:`.gpu_projection`; for ``step`` and ``phase``, of the step ranges
+    themselves), with a row for a group whose ranges launched no kernel themselves but hold
+    ranges that did (``layer_03`` around its ops). Not for ``kernel``. It reads the kernels'
+    times and range ids, which the rest of the summary does not.
+
     Computed per range and then per group, reading only the columns it needs: on a stored
     trace it never loads the whole kernel table.
     """
@@ -53,29 +60,8 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> 
              if totals[status]["kernels"]]
 
     sums = ["kernels", "gpu_time_ns"] + (["graph_kernels"] if by == "range" else [])
-    # Group the ranges on integer keys first (a name's category code, a layer, a path's
-    # factor code); strings are only looked up for the groups, not for millions of ranges.
-    if by == "path":
-        codes, paths = pd.factorize(trace.columns("ranges", ["path"])["path"].to_numpy(dtype=object)[used])
-        keys = {"path": (codes, np.asarray(paths, dtype=object))}
-    elif by == "step":
-        group_codes, group_labels = step_groups(trace)
-        keys = {"step": (group_codes[used], group_labels)}
-    elif by == "phase":
-        keys = {"phase": (trace_steps_info(trace).phase[used].astype(np.int64), np.asarray(PHASES, dtype=object))}
-    else:
-        label_codes, labels = trace_labels(trace, layer_regex)
-        names = np.r_[labels, [""]]
-        name_codes = np.where(label_codes >= 0, label_codes, len(names) - 1).astype(np.int64)
-        if by == "layer":
-            layers = trace_layers(trace, layer_regex)[used]
-            keys = {"layer": (layers, None), "range": (name_codes[used], names)}
-        else:
-            keys = {"range": (name_codes[used], names)}
-    packed = np.zeros(len(used), dtype=np.int64)
-    for codes, _ in keys.values():
-        packed = packed * (int(codes.max(initial=-1)) + 2) + (codes + 1)
-    group_keys, group = _groups(packed)
+    keys = _range_keys(trace, by, layer_regex, used)
+    group_keys, group = _grouped(keys)
     frame = {k: (codes[group_keys] if values is None else values[codes[group_keys]]) for k, (codes, values) in keys.items()}
     for col in sums:
         frame[col] = group_sums(group, own[col].to_numpy()[used], len(group_keys))
@@ -90,11 +76,65 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None) -> 
     for key in keys:
         if key != "layer":
             out[key] = _labels(out[key])
+    if projection:
+        out = _with_projection(trace, out, by, layer_regex, [c for c in frame if c not in keys])
     if by == "range":
         out["kernels_per_instance"] = np.where(out["instances"] > 0, out["kernels"] / out["instances"].clip(lower=1), np.nan)
-        out = out[["range", "kernels", "gpu_time_ns", "instances", "graph_kernels", "kernels_per_instance"]]
+        out = out[["range", "kernels", "gpu_time_ns", "instances", "graph_kernels", "kernels_per_instance"]
+                  + (STATS if projection else [])]
         return out.sort_values(["gpu_time_ns", "range"], ascending=[False, True], kind="stable").reset_index(drop=True)
     return out.sort_values(list(keys), kind="stable").reset_index(drop=True)
+
+
+def _range_keys(trace: Trace, by: str, layer_regex: str | None, rows: np.ndarray) -> dict:
+    """What the ranges ``rows`` are grouped on: key column -> (integer codes, their values;
+    None: the codes are the values). Integer keys first (a name's category code, a layer, a
+    path's factor code): strings are only looked up for the groups, not for millions of ranges."""
+    if by == "path":
+        codes, paths = pd.factorize(trace.columns("ranges", ["path"])["path"].to_numpy(dtype=object)[rows])
+        return {"path": (codes, np.asarray(paths, dtype=object))}
+    if by == "step":
+        group_codes, group_labels = step_groups(trace)
+        return {"step": (group_codes[rows], group_labels)}
+    if by == "phase":
+        return {"phase": (trace_steps_info(trace).phase[rows].astype(np.int64), np.asarray(PHASES, dtype=object))}
+    label_codes, labels = trace_labels(trace, layer_regex)
+    names = np.r_[labels, [""]]
+    name_codes = np.where(label_codes >= 0, label_codes, len(names) - 1).astype(np.int64)
+    if by == "layer":
+        return {"layer": (trace_layers(trace, layer_regex)[rows], None), "range": (name_codes[rows], names)}
+    return {"range": (name_codes[rows], names)}
+
+
+def _grouped(keys: dict) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_groups` of the rows' packed key codes."""
+    codes_list = [codes for codes, _ in keys.values()]
+    packed = np.zeros(len(codes_list[0]), dtype=np.int64)
+    for codes in codes_list:
+        packed = packed * (int(codes.max(initial=-1)) + 2) + (codes + 1)
+    return _groups(packed)
+
+
+def _with_projection(trace: Trace, out: pd.DataFrame, by: str, layer_regex: str | None, sums: list[str]) -> pd.DataFrame:
+    """``out`` with the GPU projection's statistics of each group's range instances (see
+    :func:`summary`), and a row (no kernels of its own) for each group only they have."""
+    proj = range_projection(trace)["gpu_proj_ns"].to_numpy()
+    rows = trace_steps_info(trace).ids() if by in ("step", "phase") else np.flatnonzero(proj >= 0)
+    rows = rows[proj[rows] >= 0]
+    keys = _range_keys(trace, by, layer_regex, rows)
+    group_keys, group = _grouped(keys)
+    stats = projection_stats(group, proj[rows], len(group_keys))
+    for k, (codes, values) in keys.items():
+        stats[k] = codes[group_keys] if values is None else values[codes[group_keys]]
+    on = list(keys)
+    merged = out.astype({k: object for k in on if k != "layer"}).merge(stats, on=on, how="outer", sort=False)
+    for col in sums:
+        merged[col] = merged[col].fillna(0).astype(np.int64)
+    merged[STATS[0]] = merged[STATS[0]].fillna(0).astype(np.int64)
+    for key in on:
+        if key != "layer":
+            merged[key] = _labels(merged[key])
+    return merged
 
 
 def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

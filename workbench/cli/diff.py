@@ -90,10 +90,12 @@ def _text(d, top: int, clean, timing: str, graphs: tuple) -> None:
     out = sys.stdout.write
     for side, label, note in (("a", d.a, graphs[0]), ("b", d.b, graphs[1])):
         out(f"{side.upper()}: {clean(label)}: {t['steps_' + side]} step(s), {num(t['kernels_per_step_' + side])} "
-            f"kernels/step, {_us(t['gpu_time_per_step_ns_' + side])} GPU time/step\n"
+            f"kernels/step, {_us(t['gpu_time_per_step_ns_' + side])} GPU time/step, "
+            f"{_us(t['gpu_proj_per_step_ns_' + side])} GPU projection/step (nvtx_gpu_proj)\n"
             + (f"   {note}\n" if note else ""))
     out(f"kernels/step {num(t['kernels_per_step_a'])} -> {num(t['kernels_per_step_b'])}; "
         f"GPU time/step {_us(t['gpu_time_per_step_ns_a'])} -> {_us(t['gpu_time_per_step_ns_b'])}; "
+        f"GPU projection/step {_us(t['gpu_proj_per_step_ns_a'])} -> {_us(t['gpu_proj_per_step_ns_b'])}; "
         f"total kernels {t['kernels_a']} -> {t['kernels_b']}\n")
     out(timing)
     if none := d.nothing_in_common():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from . import bench, capture, demo, diff, export, report, traces
+from . import bench, capture, demo, diff, export, recipe, report, traces
 from .args import Parser, count
 
 
@@ -16,7 +16,7 @@ def build_parser() -> Parser:
                    help="most threads an import uses (default: one per available CPU)")
     sub = p.add_subparsers(dest="command", required=True)
     traces.add_parsers(sub)
-    for module in (capture, diff, bench, report, demo, export):
+    for module in (capture, diff, bench, report, demo, export, recipe):
         module.add_parser(sub)
     return p
 

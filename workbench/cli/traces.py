@@ -97,7 +97,9 @@ def cmd_summary(args) -> int:
         raise WorkbenchError(trace.label, "has no kernels: a TensorRT profile times each engine layer, not its "
                                           "kernels; use --by range (or layer, path)")
     apply_phase_args(trace, args)
-    df = cpu_columns(trace, summary(trace, by=args.by, layer_regex=args.layer_regex))
+    # Nsight Systems' GPU projection beside the summed kernel time, where there are kernels.
+    projected = args.by != "kernel" and work_units(trace.meta) == "kernel"
+    df = cpu_columns(trace, summary(trace, by=args.by, layer_regex=args.layer_regex, projection=projected))
     if not args.json:
         from ..textfmt import clean
         from ..trace.compiled import compiled_note
@@ -109,6 +111,10 @@ def cmd_summary(args) -> int:
             if note:
                 print(f"# {note}")
         print_source_note(trace.meta)
+        if projected:
+            from ..analysis.gpu_projection import NOTE
+
+            print(f"# {NOTE}")
     print_table(df, args.json)
     return 0
 

@@ -169,7 +169,20 @@ def results(inputs: list[Input], phases: list[dict], comps: list[dict], launched
         cells = [_busy_cell(b, i) for b, i in zip(busies, inputs)]
         rows.append(["GPU busy per decode step / wall (from the trace)", cells[0], cells[1], vs[1],
                      *[_extra(c, x) for c, x in zip(cells[2:], vs[2:])]])
+        rows.append(_projection_row(inputs))
     return Table(headers, rows, numeric=tuple(range(1, len(headers))), note=_note(inputs, words, shown))
+
+
+def _projection_row(inputs: list) -> list:
+    """Nsight Systems' GPU projection of a decode step (its first GPU start to its last end, as
+    ``nvtx_gpu_proj_sum`` gives it), mean over the steps, beside the summed time above."""
+    from ..analysis.gpu_projection import TITLE, step_projection
+
+    p = [step_projection(i.trace) for i in inputs]
+    vs = [_time_change(p[0], x) if p[0] == p[0] and x == x else "n/a" for x in p]
+    cells = [fmt.us(x) for x in p]
+    return [f"{TITLE} per decode step, mean (from the trace)", cells[0], cells[1], vs[1],
+            *[_extra(c, x) for c, x in zip(cells[2:], vs[2:])]]
 
 
 def _host_bound(busies: list, launched: list, words: Words) -> Headline | None:
