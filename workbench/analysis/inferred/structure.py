@@ -203,7 +203,7 @@ def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None):
     for key in np.argsort(-counts, kind="stable")[:64]:
         i = int(np.flatnonzero(inverse == key)[0])
         s = tok[starts[i]: ends[i]]
-        of_pos, block, count = _layer_map(s, hint)
+        of_pos, block, count = _layer_map(s, hint, b[starts[i]: ends[i]])
         blocks_seen.append((int(counts[key]), block, count, int((of_pos >= 0).sum())))
         sel = inverse[idx] == key
         layer[pos[sel]] = of_pos[rel[sel]]
@@ -223,14 +223,33 @@ def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None):
                          "confidence": float(conf), "rests_on": rests}
 
 
-def _layer_map(s: np.ndarray, hint: int | None) -> tuple[np.ndarray, int, int]:
+def _rotation(s: np.ndarray, b: np.ndarray, a: int, block: int, count: int) -> int:
+    """Where the layers start, given the run's start ``a``. A kernel that ends every layer and
+    the prologue too (a residual add, a cast) starts the run one kernel early; one that starts
+    every layer and the epilogue too, one late: from the tokens alone the two readings are the
+    same. Where one kernel more fits (the kernel after the last block is the run's first, or
+    the one before it the last block's last), the start is chosen by the gap before it, the
+    median over the layers (the host enters each layer's code), ``a`` unless the other is
+    larger by half again; a graph replays with no such gaps, and keeps ``a``."""
+    end = a + block * count
+    options = [o for o, fits in ((1, end < len(s) and s[a] == s[end]), (-1, a > 0 and s[a - 1] == s[end - 1])) if fits]
+    here = float(np.median(b[a: end: block]))
+    for o in options:
+        there = float(np.median(b[a + o: end + o: block]))
+        if there > 1.5 * here and there < 1e17:
+            return a + o
+    return a
+
+
+def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray) -> tuple[np.ndarray, int, int]:
     """Per position of one step's tokens: its layer (-1: prologue or epilogue); the kernels per
-    layer and the layers."""
+    layer and the layers. ``b``: each position's boundary strength."""
     of_pos = np.full(len(s), -1, np.int64)
     found = layer_block(s, hint)
     if found is None:
         return of_pos, 0, 0
     a, block, count = found
+    a = _rotation(s, b, a, block, count)
     cuts = [a + j * block for j in range(count + 1)]
     if hint and hint == 2 * count:  # period two: each block holds two layers
         first = s[a: a + block]
