@@ -135,7 +135,8 @@ def _room(tok: np.ndarray, period: int) -> tuple[int, int, int] | None:
     if len(tok) < 2 * period:
         return None
     found = layer_block(tok[: 2 * period], longest=period // 2)
-    return found if found is not None and found[1] * found[2] < period else None
+    # Layers fill most of a step: a short run of repeats in a period is no layer block.
+    return found if found is not None and period // 2 <= found[1] * found[2] < period else None
 
 
 def _phase(b: np.ndarray, period: int, room: tuple[int, int, int] | None) -> int:
