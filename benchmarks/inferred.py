@@ -39,7 +39,7 @@ def main(argv=None) -> None:
     for _ in range(3):
         for what, fn in (("infer", lambda: infer(trace)), ("step_times", lambda: step_times(trace))):
             t = time.perf_counter()
-            found = fn()
+            fn()
             best[what] = min(best.get(what, 1e9), time.perf_counter() - t)
     s = infer(trace)
     print(f"{trace.rows('kernels')} kernels: infer {best['infer']:.3f} s, step_times {best['step_times']:.3f} s; "
