@@ -72,12 +72,13 @@ def test_diff_text_prints_one_line_per_timed_phase(capsys):
 
 
 def test_diff_text_says_when_nothing_was_timed(capsys):
+    # Untimed captures are timed from their traces (issue 37), and the line says so.
     code, out, _ = run(capsys, "diff", *UNTIMED)
-    assert code == 0 and "timing: no timing recorded\n" in out
-    # One timed a call, the other decode steps: no phase in common, and the text says which.
+    assert code == 0 and "[from the trace (A: 3 steps, B: 3 steps; step range's start to its last kernel's end)]" in out
+    # One timed a call, the other decode steps: no phase in common, so both decode steps are
+    # timed from the traces alike.
     code, out, _ = run(capsys, "diff", "h200-user-call-nsys", FUSED_GRAPH)
-    assert code == 0
-    assert "no timing recorded for a phase both traces timed (A: call; B: decode step, prefill)" in out
+    assert code == 0 and "decode step: " in out and "[from the trace (A: 3 steps, B: 3 steps;" in out
 
 
 def test_diff_json_is_an_object_with_timing(capsys):
@@ -94,7 +95,8 @@ def test_diff_json_is_an_object_with_timing(capsys):
     assert decode["verdict"] == "faster" and decode["significant"] is True and decode["unit"] == "ms"
     assert decode["samples_a"] == decode["samples_b"] == "timing"
     code, out, _ = run(capsys, "diff", *UNTIMED, "--json")
-    assert json.loads(out)["timing"] == []
+    [decode] = json.loads(out)["timing"]
+    assert decode["metric"] == "decode_step_ms" and "from the trace (A: 3 steps, B: 3 steps" in decode["method"]
 
 
 # ---------------------------------------------------------------- gates
@@ -125,7 +127,7 @@ def test_time_gate_fails_only_when_b_is_significantly_and_sizably_slower(capsys)
 def test_time_gates_refuse_what_they_cannot_check(capsys):
     code, out, err = run(capsys, "diff", UNFUSED_GRAPH, FUSED_GRAPH, "--fail-if", "call>5%")
     assert code == 2 and "call is not timed in both A and B" in err and err.count("\n") == 1
-    code, _, err = run(capsys, "diff", *UNTIMED, "--fail-if", "decode_step>5%")
+    code, _, err = run(capsys, "diff", *UNTIMED, "--fail-if", "prefill>5%")
     assert code == 2 and "not timed in both" in err
     code, out, err = run(capsys, "diff", UNFUSED_GRAPH, FUSED_GRAPH, "--fail-if", "decode_step>5")
     assert code == 2 and "takes a percentage" in err and out == ""

@@ -11,15 +11,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
-
 import pytest
 
 import workbench as wb
 from workbench.trace.compiled import compiled_note
 
-REPO = Path(__file__).resolve().parents[2]
-PROGRAM = REPO / "tests" / "user_programs" / "compiled_decoder.py"
+from helpers import REPO, USER_PROGRAMS
+
+PROGRAM = USER_PROGRAMS / "compiled_decoder.py"
 STEPS = 3
 LAYERS = 3
 

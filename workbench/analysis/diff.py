@@ -32,8 +32,9 @@ from ..trace.manifest import work_units
 from ..trace.schema import Trace
 from .alignment import Alignment, align
 from .projection import NO_LAUNCH, NO_RANGE, project
-from .stats import Comparison, compare_timing
 from .gpu_projection import step_projection
+from .inferred.timing import timing as trace_timing
+from .stats import Comparison
 from .steps import DECODE, NO_STEP, PHASES, PREFILL, step_parts, trace_steps_info
 
 # The keys of kernels launched directly in a step range or a prefill model call, which no
@@ -352,7 +353,7 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
         "unattributed_b": fb.count((NO_RANGE, NO_LAUNCH)),
     }
     return TraceDiff(a.label, b.label, r, layers, {"a": na, "b": nb}, alignments, totals,
-                     compare_timing(a.meta, b.meta), (work_units(a.meta), work_units(b.meta)))
+                     trace_timing(a, b), (work_units(a.meta), work_units(b.meta)))
 
 
 # A range's per-step GPU time "changed" when it moved by at least this much (both): the time

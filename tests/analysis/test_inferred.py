@@ -1,0 +1,113 @@
+"""Steps, layers and the decode step's timing inferred from the kernel stream
+(``workbench.analysis.inferred``), checked against the committed H200 traces with their
+ranges taken out: the ranges the traces do have are the ground truth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench.analysis.inferred.structure import infer
+from workbench.analysis.inferred.timing import FROM_TRACE, source, step_times, timing
+from workbench.analysis.projection import project
+from workbench.analysis.stats import compare_timing
+from workbench.trace import open_trace
+from workbench.trace.schema import Trace, empty_table
+
+TRACES = Path(__file__).resolve().parents[2] / "traces"
+
+# Traces whose decode steps are N identical layers and nothing else: the step and the layer
+# repeat alike in the kernel stream, and the gaps between steps do not stand out enough to
+# tell them apart (not solved yet); and one CUDA-graph trace where a kernel both ends the
+# prologue and every layer, with no gaps in a replay to say which reading is right.
+NOT_YET = ("h200-user-", "ref-h200-", "h200-hf-attn-sdpa-static-cudagraph-nsys")
+
+
+def stripped(trace: Trace) -> Trace:
+    """The trace with every range removed (no kernel in any range) and no recorded timing:
+    what a capture with no NVTX and no workbench timing would be."""
+    tables = {t: trace.tables[t] for t in ("kernels", "api", "memcpy", "memset")}
+    k = tables["kernels"].copy()
+    k["range_id"] = np.full(len(k), -1, np.int64)
+    tables["kernels"], tables["ranges"] = k, empty_table("ranges")
+    meta = {key: v for key, v in trace.meta.items() if not key.startswith("timing")}
+    return Trace(tables, meta, name=f"{trace.label} (no ranges)")
+
+
+def agreement(trace: Trace) -> float | None:
+    """Share of the decode kernels the inferred layers hold as the real ones do: a kernel in
+    a real layer agrees when its inferred layer is the same layer (counted from 0 in its
+    step) and the kernels of its real (step, layer) are one inferred (step, layer), matched one
+    to one; a decode kernel in no real layer agrees when it is in no inferred layer. None for
+    a trace whose decode kernels are mostly in no real layer (no ground truth)."""
+    p = project(trace)
+    dec = (p["phase"] == "decode").to_numpy()
+    layer = p["layer"].to_numpy()
+    if not dec.any() or (layer[dec] >= 0).mean() < 0.5:
+        return None
+    found = infer(stripped(trace))
+    truth = pd.factorize(p["step"].astype(str) + "|" + p["layer"].astype(str))[0]
+    df = pd.DataFrame({"t": truth, "i": found.step * 1_000_000 + found.layer, "tl": layer, "il": found.layer})[dec]
+    inl = df[df.tl >= 0]
+    best = inl.groupby("t")["i"].agg(lambda x: x.value_counts().index[0])
+    owners = best.reset_index().groupby("i")["t"].nunique()
+    good = ((inl["i"].to_numpy() == best.reindex(inl["t"]).to_numpy())
+            & (owners.reindex(inl["i"]).fillna(2).to_numpy() == 1)
+            & (inl["il"].to_numpy() == inl["tl"].to_numpy() - inl["tl"].min()))
+    return (int(good.sum()) + int(((df.tl < 0) & (df.il < 0)).sum())) / len(df)
+
+
+def _layered() -> list:
+    out = []
+    for d in sorted(TRACES.iterdir()):
+        marks = [pytest.mark.xfail(strict=True, reason="not solved yet (NOT_YET)")] if d.name.startswith(NOT_YET) else []
+        out.append(pytest.param(d.name, marks=marks, id=d.name))
+    return out
+
+
+@pytest.mark.parametrize("name", _layered())
+def test_inferred_layers_hold_the_real_layers_kernels(name):
+    trace = open_trace(TRACES / name)
+    share = agreement(trace)
+    if share is None:
+        pytest.skip("no layer ranges around its decode kernels: no ground truth")
+    assert share >= 0.99, f"{name}: {share:.4f} of decode kernels agree"
+
+
+def test_inference_says_what_it_rests_on():
+    found = infer(stripped(open_trace(TRACES / "h200-phi4-cache-full-ctx512-cudagraph-nsys")))
+    assert (found.steps, found.layers, found.block, found.period) == (3, 32, 18, 581)
+    assert "graph launches" in found.rests_on[0] and "repeating 32 times" in found.rests_on[1]
+
+
+def test_the_layers_hint_splits_a_two_layer_block():
+    found = infer(stripped(open_trace(TRACES / "h200-kvwrite-fused-cudagraph-nsys")), layers=16)
+    assert found.layers == 16
+    assert sorted(set(found.layer[found.step == 0].tolist()) - {-1}) == list(range(16))
+
+
+# Pairs of workbench-timed captures (A, B): unfused against fused KV writes, cache layouts,
+# eager against graphs. The eager steps nsys traced ran slower than the timed ones and not by
+# the same factor (the profiler's cost per launch): their verdicts from the trace disagree.
+_EAGER = pytest.mark.xfail(strict=True, reason="eager steps under the profiler: see benchmarks/RESULTS.md")
+PAIRS = [pytest.param("h200-kvwrite-unfused-eager-nsys", "h200-kvwrite-fused-eager-nsys", marks=_EAGER),
+         ("h200-kvwrite-unfused-cudagraph-nsys", "h200-kvwrite-fused-cudagraph-nsys"),
+         pytest.param("h200-cache-full-ctx2048-eager-nsys", "h200-cache-bucketed-ctx2048-eager-nsys", marks=_EAGER),
+         pytest.param("h200-hf-attn-sdpa-static-nsys", "h200-hf-attn-sdpa-static-cudagraph-nsys", marks=_EAGER),
+         ("h200-phi4-cache-full-ctx8192-cudagraph-nsys", "h200-phi4-cache-bucketed-ctx8192-cudagraph-nsys"),
+         ("h200-phi4-cache-full-ctx512-cudagraph-nsys", "h200-phi4-cache-bucketed-ctx512-cudagraph-nsys")]
+
+
+@pytest.mark.parametrize("a,b", PAIRS)
+def test_decode_step_from_the_trace(a, b):
+    ta, tb = open_trace(TRACES / a), open_trace(TRACES / b)
+    timed = next(c for c in compare_timing(ta.meta, tb.meta) if c.metric == "decode_step_ms")
+    sa, sb = stripped(ta), stripped(tb)
+    found = next(c for c in timing(sa, sb) if c.metric == "decode_step_ms")
+    assert source(found).startswith(FROM_TRACE) and found.n_a == len(step_times(sa).samples) >= 3
+    assert found.ci_low <= found.ratio <= found.ci_high
+    assert (found.ratio < 1) == (timed.ratio < 1), (found.describe(), timed.describe())
+    assert abs(found.ratio / timed.ratio - 1) <= 0.10, (found.describe(), timed.describe())

@@ -1,0 +1,100 @@
+"""Periods in a token sequence: the step that repeats in a kernel stream, and the layer block
+that repeats inside a step. Pure numpy on int64 token arrays (see :mod:`.names`).
+
+**Step period.** The candidates are the spacings between two occurrences of one token (a
+kernel run once per step recurs one step later), the spacings between strong boundaries (graph
+launches, the largest idle gaps) and small multiples of the commonest spacings; each is scored by
+the share of positions ``i`` where ``tok[i] != tok[i + P]`` over a window of the stream. The
+step period is the smallest candidate whose mismatch is within a hair of the best: a layer
+period mismatches at every step's prologue and epilogue, a multiple of the step matches no
+better than the step.
+
+**Layer block.** Inside one step, for each period ``L`` the longest run of ``s[i] == s[i + L]``
+covers ``run + L`` kernels: ``(run + L) // L`` blocks. The block is the smallest ``L`` whose
+coverage is within 1% of the largest (a multiple of the block covers as much, no more).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Scored on at most this many kernels of the stream: steps repeat, a prefix shows the period.
+WINDOW = 200_000
+# How much worse than the best a smaller step period may match and still be taken: a hair.
+SLACK = 0.002
+
+
+def mismatch(tok: np.ndarray, period: int) -> float:
+    """Share of positions whose token differs from the one ``period`` later."""
+    if period <= 0 or period >= len(tok):
+        return 1.0
+    return float(np.count_nonzero(tok[:-period] != tok[period:])) / (len(tok) - period)
+
+
+def spacings(tok: np.ndarray, top: int = 64) -> np.ndarray:
+    """The commonest distances between two consecutive occurrences of one token."""
+    order = np.argsort(tok, kind="stable")
+    same = tok[order][1:] == tok[order][:-1]
+    d = (order[1:] - order[:-1])[same]
+    if not len(d):
+        return d
+    vals, counts = np.unique(d, return_counts=True)
+    return vals[np.argsort(-counts, kind="stable")[:top]]
+
+
+def step_period(tok: np.ndarray, boundaries: np.ndarray) -> tuple[int, float] | None:
+    """``(period, mismatch)`` of the stream's repeating step, None when nothing repeats twice.
+    ``boundaries``: positions with strong evidence of a step start (may be empty)."""
+    n = len(tok)
+    w = tok[: min(n, WINDOW)]
+    common = spacings(w)
+    cand = {int(c) for c in common}
+    for v in common[:8]:
+        cand.update(int(v) * k for k in range(2, 33))
+    if len(boundaries) > 1:
+        gaps = np.diff(boundaries)
+        vals, counts = np.unique(gaps, return_counts=True)
+        cand.update(int(v) for v in vals[np.argsort(-counts, kind="stable")[:8]])
+    cand = sorted(c for c in cand if 0 < c <= len(w) // 2)
+    if not cand:
+        return None
+    scores = np.array([mismatch(w, c) for c in cand])
+    best = float(scores.min())
+    if best > 0.5:
+        return None
+    ok = np.flatnonzero(scores <= best * 1.5 + SLACK)
+    i = int(ok[0])
+    return cand[i], float(scores[i])
+
+
+def runs(match: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and lengths of the runs of True in a boolean array."""
+    pad = np.concatenate([[False], match, [False]])
+    edges = np.flatnonzero(pad[1:] != pad[:-1])
+    return edges[0::2], edges[1::2] - edges[0::2]
+
+
+def layer_block(s: np.ndarray, blocks: int | None = None, longest: int | None = None) -> tuple[int, int, int] | None:
+    """``(start, block, count)`` of the repeating block in one step's tokens ``s`` (its first
+    kernel's position, kernels per block, blocks), None when no block repeats. ``blocks``: the
+    number of layers expected (a hint): the block whose run holds that many is preferred.
+    ``longest``: the longest block considered (default: half of ``s``)."""
+    n = len(s)
+    found = []  # (coverage, L, start)
+    for L in range(1, min(n // 2, longest or n) + 1):
+        starts, lengths = runs(s[:-L] == s[L:])
+        if not len(lengths):
+            continue
+        j = int(np.argmax(lengths))
+        if lengths[j] >= L:  # two whole blocks at least
+            found.append((int(lengths[j]) + L, L, int(starts[j])))
+    if not found:
+        return None
+    if blocks:
+        exact = [f for f in found if f[0] // f[1] == blocks]
+        if exact:
+            cov, L, a = max(exact, key=lambda f: (f[0], -f[1]))
+            return a, L, blocks
+    top = max(f[0] for f in found)
+    cov, L, a = next(f for f in found if f[0] >= 0.99 * top)
+    return a, L, cov // L

@@ -1,0 +1,263 @@
+"""Decode steps and layers inferred from a kernel stream, for traces with no ranges to say them.
+
+Per GPU (each ``(pid, device)``, kernels in start order, one token per kernel: :mod:`.names`):
+
+1. **Steps.** The stream's step period ``P`` (:func:`.periods.step_period`). A step starts
+   where the evidence of a boundary is strongest at the same place of every period: a CUDA-graph
+   launch's first kernel, else the GPU's idle gap before the kernel plus the host's gap before
+   its launch (the host waits for the token between steps), the median over the periods. From
+   that start, each next step starts at the same two-kernel anchor nearest one period later
+   (within a quarter period; exactly one period later where the anchor is missing), so steps
+   of varying length stay aligned. A last step shorter than three quarters of a period (the
+   window cut it) and the kernels before the first step are in no step.
+2. **Layers.** Steps with the same kernels (tokens, in order) share one analysis: the
+   repeating block of :func:`.periods.layer_block`, its blocks numbered 0, 1, ... in order; the
+   kernels before the first block and after the last are the step's prologue and epilogue (in
+   the step, in no layer). A hint of ``layers`` blocks prefers the block that repeats that many
+   times, or splits each block in two where half as many repeat (a hybrid whose period is two
+   layers), at the place the block's first kernel recurs nearest its middle.
+
+Nothing here reads a range: real ranges always win where a trace has them (:mod:`.ranges`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ...trace.schema import Trace
+from .names import tokens
+from .periods import WINDOW, layer_block, mismatch, step_period
+
+_COLUMNS = ["name", "start", "end", "device", "pid", "graph", "correlation", "launch_start", "launch_end"]
+
+
+@dataclass
+class Structure:
+    """Per kernel (row of the kernels table): ``step`` (inferred step, numbered per GPU from 0;
+    -1: in none) and ``layer`` (-1: in none). ``period`` kernels per step and ``block`` per layer
+    (the commonest), ``layers`` per step, ``steps`` (on the GPU with most), ``confidence``
+    (the share of step kernels whose step has the commonest kernel sequence, times the share of
+    their kernels in layers) and ``rests_on``, the evidence in words."""
+
+    step: np.ndarray
+    layer: np.ndarray
+    steps: int = 0
+    period: int = 0
+    block: int = 0
+    layers: int = 0
+    confidence: float = 0.0
+    rests_on: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {"steps": self.steps, "kernels_per_step": self.period, "layers": self.layers,
+                "kernels_per_layer": self.block, "confidence": round(self.confidence, 4),
+                "rests_on": "; ".join(self.rests_on)}
+
+
+def infer(trace: Trace, layers: int | None = None) -> Structure:
+    """The inferred steps and layers of a trace's kernels (see the module docstring)."""
+    k = trace.columns("kernels", _COLUMNS)
+    n = len(k)
+    out = Structure(np.full(n, -1, np.int64), np.full(n, -1, np.int64))
+    if not n:
+        return out
+    tok, _ = tokens(k["name"])
+    group = pd.factorize(pd.MultiIndex.from_arrays([k["pid"].to_numpy(), k["device"].to_numpy()]))[0]
+    order = np.lexsort((k["start"].to_numpy(), group))
+    bounds = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1], True])
+    best = None
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        rows = order[lo:hi]
+        found = _one_gpu(tok[rows], _cols(k, rows), layers)
+        if found is None:
+            continue
+        step, layer, info = found
+        out.step[rows], out.layer[rows] = step, layer
+        if best is None or info["steps"] > best["steps"]:
+            best = info
+    if best is not None:
+        out.steps, out.period, out.block, out.layers = best["steps"], best["period"], best["block"], best["layers"]
+        out.confidence, out.rests_on = best["confidence"], best["rests_on"]
+    return out
+
+
+def _cols(k: pd.DataFrame, rows: np.ndarray) -> dict[str, np.ndarray]:
+    return {c: k[c].to_numpy()[rows] for c in _COLUMNS[1:]}
+
+
+def _boundary(c: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, str]:
+    """Per kernel, how strongly it looks like a step's first kernel, the strong ones, and what
+    the strength rests on."""
+    start, end = c["start"], c["end"]
+    gap = np.zeros(len(start), np.float64)
+    gap[1:] = np.maximum(start[1:] - np.maximum.accumulate(end)[:-1], 0)
+    ls, le = c["launch_start"], c["launch_end"]
+    host = np.zeros(len(start), np.float64)
+    known = (ls[1:] >= 0) & (le[:-1] >= 0)
+    host[1:] = np.where(known, np.maximum(ls[1:] - le[:-1], 0), 0)
+    graph = c["graph"].astype(bool)
+    first = graph & np.r_[True, (c["correlation"][1:] != c["correlation"][:-1]) | ~graph[:-1]]
+    b = gap + host
+    if first.any():
+        return b + first * 1e18, np.flatnonzero(first), "graph launches"
+    med = float(np.median(b)) if len(b) else 0.0
+    strong = np.flatnonzero(b > 20 * med) if med > 0 else np.zeros(0, np.int64)
+    return b, strong, "idle gaps before steps" + (" and launch gaps" if known.any() else "")
+
+
+def _columns(b: np.ndarray, period: int) -> np.ndarray:
+    """Per place in a period: the median boundary strength there over the periods."""
+    m = max(1, min(len(b), 200_000) // period)
+    return np.median(b[: m * period].reshape(m, period), axis=0)
+
+
+def _contrast(b: np.ndarray, period: int) -> float:
+    col = _columns(b, period)
+    return float(col.max() / max(float(np.median(col)), 1e-9))
+
+
+def _widen(b: np.ndarray, period: int, n: int) -> int | None:
+    """The step period where the token period is one layer (steps with no prologue, whose
+    layers repeat exactly): the smallest multiple of it whose boundaries stand out (the
+    strongest place three times the median place at least); None when none does."""
+    for k in range(2, n // (2 * period) + 1):
+        if _contrast(b, k * period) >= 3.0:
+            return k * period
+    return None
+
+
+def _room(tok: np.ndarray, period: int) -> tuple[int, int, int] | None:
+    """The layer blocks of one period (two periods of the stream searched) when they leave
+    room for a prologue or an epilogue: the period is a step, not a layer."""
+    if len(tok) < 2 * period:
+        return None
+    found = layer_block(tok[: 2 * period], longest=period // 2)
+    # Layers fill most of a step: a short run of repeats in a period is no layer block.
+    return found if found is not None and period // 2 <= found[1] * found[2] < period else None
+
+
+def _phase(b: np.ndarray, period: int, room: tuple[int, int, int] | None) -> int:
+    """Where in the period steps start: the strongest boundary among the places outside the
+    layer blocks (between one step's last layer and the next one's first), or anywhere when
+    the period has no room outside them."""
+    col = _columns(b, period)
+    if room is not None:
+        a, block, count = room
+        allowed = np.arange(a + block * count, a + period + 1) % period
+        return int(allowed[np.argmax(col[allowed])])
+    return int(np.argmax(col))
+
+
+def _starts(tok: np.ndarray, b: np.ndarray, period: int, room) -> np.ndarray:
+    """Each step's first kernel (see the module docstring)."""
+    n = len(tok)
+    phase = _phase(b, period, room)
+    anchor = tok[phase], tok[phase + 1] if phase + 1 < n else -1
+    hits = np.flatnonzero((tok[:-1] == anchor[0]) & (tok[1:] == anchor[1]))
+    tol = max(1, period // 4)
+    out = [phase]
+    while out[-1] + period < n:
+        want = out[-1] + period
+        j = int(np.searchsorted(hits, want))
+        near = [int(h) for h in hits[max(0, j - 1): j + 1] if abs(int(h) - want) <= tol and h > out[-1]]
+        out.append(min(near, key=lambda h: abs(h - want)) if near else want)
+    if n - out[-1] < period - tol:  # the last step, cut short by the end of the window
+        out.pop()
+    if phase >= period - tol:  # a first step before the phase, its start cut by the window
+        out.insert(0, max(0, phase - period))
+    return np.asarray(out, np.int64)
+
+
+def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None):
+    b, strong, evidence = _boundary(c)
+    found = step_period(tok, strong)
+    if found is None:
+        return None
+    period, miss = found
+    room = _room(tok, period)
+    if room is None and (wide := _widen(b, period, len(tok))) is not None:
+        period = wide
+        miss = mismatch(tok[: min(len(tok), WINDOW)], period)
+        if "graph" not in evidence:
+            evidence = f"idle and launch gaps standing out every {period} kernels"
+    starts = _starts(tok, b, period, room)
+    if not len(starts):
+        return None
+    n = len(tok)
+    ends = np.minimum(np.r_[starts[1:], starts[-1] + period], n)
+    lengths = ends - starts
+    step = np.full(n, -1, np.int64)
+    idx = np.repeat(np.arange(len(starts)), lengths)
+    rel = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    pos = np.repeat(starts, lengths) + rel
+    step[pos] = idx
+    # Steps with the same kernels in the same order: one hash per step, one analysis per hash.
+    w = np.random.default_rng(7).integers(1, 2**62, int(lengths.max()), dtype=np.int64)
+    h = np.add.reduceat(tok[pos] * w[rel], np.cumsum(lengths) - lengths) if len(pos) else np.zeros(0, np.int64)
+    keys, inverse, counts = np.unique(np.c_[h, lengths], axis=0, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    layer = np.full(n, -1, np.int64)
+    blocks_seen = []
+    for key in np.argsort(-counts, kind="stable")[:64]:
+        i = int(np.flatnonzero(inverse == key)[0])
+        s = tok[starts[i]: ends[i]]
+        of_pos, block, count = _layer_map(s, hint, b[starts[i]: ends[i]])
+        blocks_seen.append((int(counts[key]), block, count, int((of_pos >= 0).sum())))
+        sel = inverse[idx] == key
+        layer[pos[sel]] = of_pos[rel[sel]]
+    top = int(counts.max())
+    in_steps = int(lengths.sum())
+    in_layers = int((layer >= 0).sum())
+    _, block, count, _ = blocks_seen[0]
+    conf = top * int(lengths[inverse == int(np.argmax(counts))][0]) / in_steps * (in_layers / in_steps)
+    rests = [f"{len(starts)} steps of {period} kernels repeating ({miss:.1%} of kernels differ one step later), "
+             f"placed by {evidence}"]
+    if count:
+        rests.append(f"a block of {block} kernels repeating {count} times in a step"
+                     + (" (split in two: the --layers hint)" if hint and count == hint and block else ""))
+    if len(keys) > 1:
+        rests.append(f"{len(keys)} different step sequences ({top} of {len(starts)} steps alike)")
+    return step, layer, {"steps": len(starts), "period": period, "block": block, "layers": count,
+                         "confidence": float(conf), "rests_on": rests}
+
+
+def _rotation(s: np.ndarray, b: np.ndarray, a: int, block: int, count: int) -> int:
+    """Where the layers start, given the run's start ``a``. A kernel that ends every layer and
+    the prologue too (a residual add, a cast) starts the run one kernel early; one that starts
+    every layer and the epilogue too, one late: from the tokens alone the two readings are the
+    same. Where one kernel more fits (the kernel after the last block is the run's first, or
+    the one before it the last block's last), the start is chosen by the gap before it, the
+    median over the layers (the host enters each layer's code), ``a`` unless the other is
+    larger by half again; a graph replays with no such gaps, and keeps ``a``."""
+    end = a + block * count
+    options = [o for o, fits in ((1, end < len(s) and s[a] == s[end]), (-1, a > 0 and s[a - 1] == s[end - 1])) if fits]
+    here = float(np.median(b[a: end: block]))
+    for o in options:
+        there = float(np.median(b[a + o: end + o: block]))
+        if there > 1.5 * here and there < 1e17:
+            return a + o
+    return a
+
+
+def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """Per position of one step's tokens: its layer (-1: prologue or epilogue); the kernels per
+    layer and the layers. ``b``: each position's boundary strength."""
+    of_pos = np.full(len(s), -1, np.int64)
+    found = layer_block(s, hint)
+    if found is None:
+        return of_pos, 0, 0
+    a, block, count = found
+    a = _rotation(s, b, a, block, count)
+    cuts = [a + j * block for j in range(count + 1)]
+    if hint and hint == 2 * count:  # period two: each block holds two layers
+        first = s[a: a + block]
+        again = np.flatnonzero(first[1:] == first[0]) + 1
+        mid = int(again[np.argmin(np.abs(again - block / 2))]) if len(again) else block // 2
+        cuts = sorted(cuts + [c + mid for c in cuts[:-1]])
+        count, block = hint, block // 2
+    for j in range(len(cuts) - 1):
+        of_pos[cuts[j]: cuts[j + 1]] = j
+    return of_pos, block, count

@@ -1,0 +1,94 @@
+"""The decode step's latency from the trace itself, for captures the workbench did not time
+(``workbench capture`` of any command, a trace made elsewhere).
+
+One sample per decode step: from the step's start to its last kernel's end. A step's start is
+its range's start where the trace has step ranges (:mod:`..steps`: the same steps every view
+counts), else, for steps inferred from the kernel stream (:mod:`.structure`), its first
+kernel's launch (a CUDA graph's launch, for a replayed step; the kernel's own start where no
+launch was recorded). Steps on several threads or ranks are one step: the earliest start, the
+latest end. Two such sample sets are compared by the one comparison of timed phases
+(:func:`..stats.compare_samples`), and the comparison says where its samples came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ...trace.schema import Trace
+from ..stats import Comparison, compare_samples, compare_timing
+from ..steps import DECODE, step_rows, trace_steps_info
+from .structure import infer
+
+METRIC = "decode_step_ms"
+# What a comparison's ``method`` ends with when its samples are the trace's own.
+FROM_TRACE = "from the trace"
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """One trace's decode steps timed from the trace: ``samples`` (ms, one per step) and how
+    each is measured."""
+
+    samples: list[float]
+    measure: str
+
+    @property
+    def label(self) -> str:
+        return f"{FROM_TRACE} ({len(self.samples)} steps)"
+
+
+def step_times(trace: Trace, layers: int | None = None) -> StepTimes | None:
+    """The decode steps of a trace, timed from the trace (see the module docstring); None when
+    it has none (no step ranges, and no step repeating in its kernel stream)."""
+    k = trace.columns("kernels", ["start", "end", "launch_start", "range_id"])
+    end = k["end"].to_numpy()
+    info = trace_steps_info(trace)
+    steps = info.ids(DECODE)
+    if len(steps):
+        r = trace.columns("ranges", ["start", "end"])
+        codes, n, first, last, _ = step_rows(info, steps, r["start"].to_numpy()[steps], r["end"].to_numpy()[steps])
+        row = np.full(len(info.step), -1, np.int64)
+        row[steps] = codes
+        rid = k["range_id"].to_numpy()
+        of = np.where(rid >= 0, info.step[np.maximum(rid, 0)], -1)
+        of = np.where(of >= 0, row[np.maximum(of, 0)], -1)
+        last_kernel = np.full(n, np.iinfo(np.int64).min)
+        np.maximum.at(last_kernel, of[of >= 0], end[of >= 0])
+        stop = np.maximum(last, last_kernel)
+        return StepTimes(((stop - first) / 1e6).tolist(), "step range's start to its last kernel's end")
+    found = infer(trace, layers)
+    sel = found.step >= 0
+    if not sel.any():
+        return None
+    launch = k["launch_start"].to_numpy()
+    begin = np.where(launch >= 0, np.minimum(launch, k["start"].to_numpy()), k["start"].to_numpy())
+    # Inferred steps are numbered per GPU: one step on several GPUs is one sample.
+    g = pd.DataFrame({"step": found.step[sel], "begin": begin[sel], "end": end[sel]}).groupby("step")
+    spans = (g["end"].max() - g["begin"].min()).to_numpy()
+    return StepTimes((spans / 1e6).tolist(), "inferred step's first launch to its last kernel's end")
+
+
+def timing(a: Trace, b: Trace) -> list[Comparison]:
+    """Every timed phase A and B recorded, compared (:func:`..stats.compare_timing`); and where
+    they did not both time the decode step, their decode steps timed from the traces, the
+    comparison's ``method`` saying so."""
+    out = compare_timing(a.meta, b.meta)
+    if any(c.metric == METRIC for c in out):
+        return out
+    ta, tb = step_times(a), step_times(b)
+    if ta is None or tb is None:
+        return out
+    c = compare_samples(METRIC, ta.samples, tb.samples)
+    note = f"{FROM_TRACE} (A: {len(ta.samples)} steps, B: {len(tb.samples)} steps; {ta.measure})"
+    return [dataclasses.replace(c, method=f"{c.method}; {note}"), *out]
+
+
+def source(c: Comparison) -> str | None:
+    """``from the trace (A: 3 steps, B: 3 steps; ...)`` for a comparison of samples taken from
+    the traces, None for one of recorded timing."""
+    _, _, tail = c.method.partition(f"; {FROM_TRACE}")
+    return f"{FROM_TRACE}{tail}" if tail else None
