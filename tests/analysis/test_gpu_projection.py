@@ -14,7 +14,6 @@ from __future__ import annotations
 import gzip
 import shutil
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -22,8 +21,8 @@ import pandas as pd
 import workbench as wb
 from workbench.analysis.gpu_projection import projection_by_name, range_projection
 
-ROOT = Path(__file__).resolve().parents[2]
-RECIPES = ROOT / "tests" / "data" / "recipes"
+from helpers import DATA, REFERENCE
+RECIPES = DATA / "recipes"
 KINETO = RECIPES / "kineto-kvwrite-unfused-cache-full.json.gz"
 
 
@@ -156,7 +155,7 @@ def test_torch_profiler_ranges_get_the_same_projection():
     assert len(steps) == 3 and all(v["dur"] < 1 for v in steps)
 
 
-REP = ROOT.parent / "shared" / "reference-captures" / "h200" / "nsys-kvwrite-unfused.nsys-rep"
+REP = REFERENCE / "nsys-kvwrite-unfused.nsys-rep"
 
 
 def test_recipe_command_says_in_one_line_what_it_lacks(tmp_path, capsys):

@@ -7,15 +7,14 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import io
-from pathlib import Path
 
 import pytest
 
 from workbench.errors import TraceFormatError
 from workbench.trace.readers import compression, nsys, source
 
-ROOT = Path(__file__).resolve().parents[2]
-REAL = sorted([*(ROOT / "tests" / "corpus").glob("*.gz"), *(ROOT / "tests" / "data").glob("*.gz")])[:12]
+from helpers import CORPUS, DATA
+REAL = sorted([*(CORPUS).glob("*.gz"), *(DATA).glob("*.gz")])[:12]
 
 
 def test_fastest_installed_library_reads():
@@ -41,7 +40,7 @@ def test_every_member_read(tmp_path):
 
 @pytest.mark.parametrize("damage", ["truncated", "corrupt"])
 def test_damaged_export_told_in_one_line(tmp_path, damage):
-    data = bytearray((ROOT / "tests" / "data" / "nsys-graph-probe.sqlite.gz").read_bytes())
+    data = bytearray((DATA / "nsys-graph-probe.sqlite.gz").read_bytes())
     if damage == "truncated":
         data = data[: len(data) // 2]
     else:
@@ -54,7 +53,7 @@ def test_damaged_export_told_in_one_line(tmp_path, damage):
 
 
 def test_written_streams_read_back_alike():
-    data = (ROOT / "tests" / "data" / "nsys-graph-probe.sqlite.gz").read_bytes() * 3
+    data = (DATA / "nsys-graph-probe.sqlite.gz").read_bytes() * 3
     packed = []
     for _ in range(2):
         buf = io.BytesIO()

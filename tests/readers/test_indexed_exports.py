@@ -20,9 +20,9 @@ import pytest
 from workbench.trace.readers.nsys import pages, read
 from workbench.trace.readers.nsys.database import COLUMNS, KERNEL, RUNTIME
 
-ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared"
-REAL = sorted([*(ROOT / "tests" / "corpus").glob("nsys-*.sqlite.gz"), *(ROOT / "tests" / "data").glob("nsys-*.sqlite.gz"),
+from helpers import CORPUS, DATA, SHARED
+
+REAL = sorted([*(CORPUS).glob("nsys-*.sqlite.gz"), *(DATA).glob("nsys-*.sqlite.gz"),
                *(SHARED / "reference-captures" / "h200").glob("nsys-*.sqlite.gz"),
                *(SHARED / "external-traces").glob("nsys-*.sqlite.gz")])
 
