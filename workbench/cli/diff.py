@@ -175,10 +175,9 @@ def samples_source(meta: dict) -> str:
 
 def timing_line(c) -> str:
     """``decode step: 0.6262 ms -> 0.4180 ms, 0.667x (95% CI 0.662-0.677x): faster``."""
-    from ..analysis.stats import CONFIDENCE
+    from ..analysis.stats import change_text
 
-    return (f"{PHASE_NAMES.get(c.metric, c.metric)}: {ms(c.a_median)} ms -> {ms(c.b_median)} ms, {c.ratio:.3f}x "
-            f"({CONFIDENCE:.0%} CI {c.ci_low:.3f}-{c.ci_high:.3f}x): {c.verdict}")
+    return f"{PHASE_NAMES.get(c.metric, c.metric)}: {ms(c.a_median)} ms -> {ms(c.b_median)} ms, {change_text(c)}"
 
 
 def _timing_text(d, meta_a: dict, meta_b: dict, sources: tuple[str, str]) -> str:
