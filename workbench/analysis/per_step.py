@@ -20,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .. import textfmt as fmt
+
 _SUMS = ["kernels_a", "kernels_b", "gpu_time_ns_a", "gpu_time_ns_b"]
 
 # A range's per-step GPU time "changed" when it moved by at least this much (both): the time
@@ -82,3 +84,20 @@ def by_label(r: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(rows, columns=cols)
     order = np.lexsort((out["range"].to_numpy(), -out["delta_gpu_time_ns"].abs().to_numpy()))
     return out.iloc[order].reset_index(drop=True)
+
+
+def describe(g, units: str = "kernels", arrow: str = "→", micro: str = fmt.MICRO, per: str = "decode step") -> str:
+    """One :func:`by_label` row as a line: ``attn in all 4 layers: 576.1 → 160.9 µs each per
+    decode step, 0.28x; kernels 26 → 20 each`` (per instance where it has several)."""
+    each = " each" if max(g.instances_a, g.instances_b) > 1 else ""
+    where = fmt.layers_where(g.layers, g.all_layers) if each else ""
+    if not g.instances_a or not g.instances_b:
+        side = "b" if g.instances_b else "a"
+        return (f"{g.range}{where}: only in {side.upper()}, {fmt.us_from_ns(getattr(g, 'gpu_time_each_ns_' + side))} "
+                f"{micro}{each} per {per}; {units} {fmt.num(getattr(g, 'kernels_each_' + side))}{each}")
+    ta, tb = g.gpu_time_each_ns_a, g.gpu_time_each_ns_b
+    ka, kb = g.kernels_each_a, g.kernels_each_b
+    ratio = f", {tb / ta:.2f}x" if ta > 0 else ""
+    counts = fmt.num(ka) if ka == kb else f"{fmt.num(ka)} {arrow} {fmt.num(kb)}"
+    return (f"{g.range}{where}: {fmt.us_from_ns(ta)} {arrow} {fmt.us_from_ns(tb)} {micro}{each} per "
+            f"{per}{ratio}; {units} {counts}{each}")

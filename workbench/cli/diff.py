@@ -3,8 +3,9 @@ confidence intervals, CI gates.
 
 ``--json`` prints one object: ``a``, ``b`` (the traces' labels), ``ranges`` (per-range rows,
 with each range's aligned kernels), ``timing`` (one object per phase both traces timed: a
-``stats.Comparison`` plus ``unit`` and where each side's samples came from), ``totals`` and
-``steps``.
+``stats.Comparison`` plus ``unit`` and where each side's samples came from), ``totals``,
+``steps``, ``groups`` (the per-decode-step ranges grouped by label across layers:
+``analysis.per_step.by_label``) and ``prefill_groups`` (the same for prefill, per prefill).
 
 Two TensorRT engines imported from trtexec are compared layer by layer instead
 (``analysis.engine_diff``): ``--json`` then prints ``a``, ``b``, ``layers`` (one row per matched
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..textfmt import MICRO_ASCII, ms, num, us
+from ..textfmt import ms
 from .output import finite, records
 
 # Timed phase (a stats.PHASE_SAMPLES key) -> how the text names it.
@@ -41,11 +42,6 @@ def add_parser(sub) -> None:
                         "(repeatable)")
     add_executor_args(s)
     s.set_defaults(func=run)
-
-
-def _us(ns: float) -> str:
-    """Terminal output stays ASCII."""
-    return us(ns, MICRO_ASCII)
 
 
 def run(args) -> int:
@@ -78,51 +74,14 @@ def run(args) -> int:
     elif engines is not None:
         _engine_text(engines, (a.meta, b.meta), args.top, clean, _timing_text(d, a.meta, b.meta, sources))
     else:
+        from ..reporting.words import words
+        from .diff_text import text
+
         notes = tuple("\n   ".join(n for n in (graph_note(t.meta), compiled_note(t.meta)) if n) or None for t in (a, b))
-        _text(d, args.top, clean, _timing_text(d, a.meta, b.meta, sources), notes)
+        text(d, args.top, _timing_text(d, a.meta, b.meta, sources), notes, words((a.meta, b.meta)))
     for f in failed:
         print(f"workbench: gate failed: {f}", file=sys.stderr)
     return 1 if failed else 0
-
-
-def _text(d, top: int, clean, timing: str, graphs: tuple) -> None:
-    t = d.totals
-    out = sys.stdout.write
-    for side, label, note in (("a", d.a, graphs[0]), ("b", d.b, graphs[1])):
-        out(f"{side.upper()}: {clean(label)}: {t['steps_' + side]} step(s), {num(t['kernels_per_step_' + side])} "
-            f"kernels/step, {_us(t['gpu_time_per_step_ns_' + side])} GPU time/step\n"
-            + (f"   {note}\n" if note else ""))
-    out(f"kernels/step {num(t['kernels_per_step_a'])} -> {num(t['kernels_per_step_b'])}; "
-        f"GPU time/step {_us(t['gpu_time_per_step_ns_a'])} -> {_us(t['gpu_time_per_step_ns_b'])}; "
-        f"total kernels {t['kernels_a']} -> {t['kernels_b']}\n")
-    out(timing)
-    if none := d.nothing_in_common():
-        out(f"\n{none}; nothing to compare range by range.\n")
-    else:
-        changed = d.changed(top)
-        both = d.ranges[d.ranges["status"] == "both"]
-        out(f"\n{d.common} range(s) in common; {int((both['changed'] != '').sum())} changed (kernels, or GPU time by 20% "
-            f"and 1 us). Top {len(changed)} by GPU time change (per step):\n")
-        for r in changed.itertuples():
-            al = d.alignments.get(r.range)
-            out(f"  {clean(r.range)}: kernels {num(r.kernels_a)} -> {num(r.kernels_b)}, GPU {_us(r.gpu_time_ns_a)} -> "
-                f"{_us(r.gpu_time_ns_b)}" + (f"\n      {clean(al.describe())}" if al and r.status == "both" else "") + "\n")
-        lay = d.layers[d.layers["layer"] >= 0]
-        if len(lay):
-            out("\nper layer (kernels per step, A -> B):\n")
-            for (layer, grp) in lay.groupby("layer"):
-                cells = ", ".join(f"{clean(str(x.range))} {num(x.kernels_a)}->{num(x.kernels_b)}" for x in grp.itertuples())
-                out(f"  layer {layer}: {cells}\n")
-    for status, label in (("only_a", "only in A"), ("only_b", "only in B")):
-        rows = d.ranges[d.ranges["status"] == status]
-        if len(rows):
-            out(f"\n{label} ({len(rows)}):\n")
-            for r in rows.head(top).itertuples():
-                al = d.alignments.get(r.range)
-                out(f"  {clean(r.range)}: {num(r.kernels_a if status == 'only_a' else r.kernels_b)} kernels/step"
-                    + (f"\n      {clean(al.describe())}" if al else "") + "\n")
-            if len(rows) > top:
-                out(f"  ... {len(rows) - top} more\n")
 
 
 def _engine_text(e, metas: tuple[dict, dict], top: int, clean, timing: str) -> None:
@@ -200,8 +159,13 @@ def _timing_text(d, meta_a: dict, meta_b: dict, sources: tuple[str, str]) -> str
 def _json(d, sources: tuple[str, str]) -> dict:
     import pandas as pd
 
+    from ..analysis.per_step import by_label
+
+    r = d.ranges
+    prefill = r[(r["phase"] == "prefill") & ~r["per_step"]]
     return {"a": d.a, "b": d.b, "ranges": records(pd.DataFrame(d.to_rows())), "timing": _timing_json(d, sources),
-            "totals": finite(d.totals), "steps": finite(d.steps)}
+            "totals": finite(d.totals), "steps": finite(d.steps),
+            "groups": records(d.groups()), "prefill_groups": records(by_label(prefill))}
 
 
 def _timing_json(d, sources: tuple[str, str]) -> list:
