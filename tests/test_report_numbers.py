@@ -60,23 +60,27 @@ def row(md: str, label: str) -> list[str]:
 
 def test_the_same_variant_twice_is_no_significant_change(reports):
     md = reports(SAME).markdown
-    assert row(md, "decode step")[3].endswith(": no significant change")
-    assert re.search(r"decode step \*\*3\.699 ms → 3\.751 ms\*\*, 1\.01x \(95% CI [\d.]+–[\d.]+\): "
-                     r"no significant change;", headline(md))
+    # Measured +1% with an interval above 1: below the threshold, said so, never "faster"/"slower".
+    assert row(md, "decode step")[3].endswith(": changed by less than the 10% threshold")
+    assert re.search(r"decode step \*\*3\.699 ms → 3\.751 ms\*\*, 1\.014x \(95% CI 1\.001–[\d.]+\): "
+                     r"changed by less than the 10% threshold", headline(md))
     assert "faster" not in headline(md) and "slower" not in headline(md)
 
 
 def test_a_real_change_has_its_interval_and_verdict(reports):
     r = reports(GRAPHS)
     md = r.markdown
-    assert "decode step **0.6171 ms → 0.4136 ms**, 0.67x (95% CI 0.67–0.67): faster" in headline(md)
-    assert row(md, "decode step")[3] == "0.67x (95% CI 0.67–0.67): faster"
+    # Printed to the digits that keep the interval's ends apart (before: 0.67x (95% CI 0.67–0.67)).
+    assert "decode step **0.6171 ms → 0.4136 ms**, 0.670x (95% CI 0.666–0.674): faster" in headline(md)
+    assert row(md, "decode step")[3] == "0.670x (95% CI 0.666–0.674): faster"
     # The report's comparison is the diff's own (analysis.stats, seeded): same interval.
     d = wb.diff(wb.open_trace(committed(GRAPHS[0])), wb.open_trace(committed(GRAPHS[1])))
     c = next(c for c in d.timing if c.metric == "decode_step_ms")
     assert (round(c.ratio, 2), round(c.ci_low, 2), round(c.ci_high, 2), c.verdict) == (0.67, 0.67, 0.67, "faster")
     assert "percentile bootstrap of the ratio of medians" in md
-    assert "significant when the interval excludes 1 and the change is at least 10%" in md
+    assert "Faster or slower when the interval excludes 1 and the change is at least 10%" in md
+    # The prefill's measured +8% (interval 1.06–1.10 excludes 1): below the threshold, not "no change".
+    assert row(md, "prefill")[3] == "1.08x (95% CI 1.06–1.10): changed by less than the 10% threshold"
 
 
 def test_an_extra_trace_is_compared_against_the_base_too(reports):
@@ -170,9 +174,10 @@ def test_a_cpu_capture_is_worded_as_cpu_ops(tmp_path):
     r = wb.report(base, fix, md=tmp_path / "r.md")
     md = r.markdown
     assert r.model.words.unit == "CPU op"
-    assert "## Per-layer CPU op counts of the ranges that changed" in md
+    assert "## Per-layer CPU op counts and CPU op time of the ranges that changed" in md
     assert "### CPU op time of the changed ranges" in md and "### Aligned CPU op sequences" in md
-    assert "| Range | Instances per step | CPU ops per step | CPU op time per step (µs) | Change |" in md
+    assert ("| Range | Instances per decode step | CPU ops per decode step | CPU op time per decode step (µs) "
+            "| Change |") in md
     assert row(md, "CPU ops per decode step")[1] == "132 (1 step)"
     assert row(md, "CPU op time per decode step (sum of CPU op durations")
     assert "CPU op(s) removed" in md

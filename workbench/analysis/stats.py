@@ -101,24 +101,27 @@ class Comparison:
         return f"{self.a_median:.4g} {unit} -> {self.b_median:.4g} {unit}, {change_text(self)}"
 
 
-def _digits(*xs: float) -> int:
-    """Significant digits (3 at least) that print the ratio and its interval's ends apart where
-    they differ: 0.667 (0.664-0.671), never a zero-width 0.67 (0.67-0.67)."""
+def _decimals(*xs: float) -> int:
+    """Decimals (2 at least, more for ratios below 0.1) that print the ratio and its interval's
+    ends apart where they differ, and apart from 1: 0.667 (0.664-0.671), never a zero-width 0.67
+    (0.67-0.67)."""
     xs = [x for x in xs if np.isfinite(x)]
-    for d in range(3, 7):
-        shown = [f"{x:.{d}g}" for x in xs]
-        if len(set(shown)) == len(set(xs)):
-            return d
-    return 6
+    low = min((abs(x) for x in xs if x), default=1.0)
+    d = 2 + max(0, int(-np.floor(np.log10(low))) - 1) if low < 1 else 2
+    # An end that is not 1 must not print as 1 either: "1.00-1.08" reads as holding 1.
+    while d < 8 and (len({f"{x:.{d}f}" for x in xs}) < len(set(xs))
+                     or any(x != 1 and f"{x:.{d}f}" == f"{1:.{d}f}" for x in xs)):
+        d += 1
+    return d
 
 
-def change_text(c: Comparison, dash: str = "-") -> str:
-    """``0.667x (95% CI 0.664-0.671x): faster``, or ``0.86x (n = 1: no interval)``."""
+def change_text(c: Comparison, dash: str = "-", x: str = "x") -> str:
+    """``0.667x (95% CI 0.664-0.671x): faster`` (``x`` after the interval: ``x`` or nothing), or
+    ``0.86x (n = 1: no interval)``."""
     if not c.interval:
-        return f"{c.ratio:.3g}x ({c.verdict})" if np.isfinite(c.ratio) else f"n/a ({c.verdict})"
-    d = _digits(c.ratio, c.ci_low, c.ci_high)
-    return (f"{c.ratio:.{d}g}x ({CONFIDENCE:.0%} CI {c.ci_low:.{d}g}{dash}{c.ci_high:.{d}g}x): "
-            f"{c.verdict}")
+        return f"{c.ratio:.{_decimals(c.ratio)}f}x ({c.verdict})" if np.isfinite(c.ratio) else f"n/a ({c.verdict})"
+    d = _decimals(c.ratio, c.ci_low, c.ci_high)
+    return f"{c.ratio:.{d}f}x ({CONFIDENCE:.0%} CI {c.ci_low:.{d}f}{dash}{c.ci_high:.{d}f}{x}): {c.verdict}"
 
 
 def compare_samples(metric: str, a, b, *, confidence: float = CONFIDENCE, min_effect: float = MIN_EFFECT,

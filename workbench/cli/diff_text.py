@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from ..analysis.per_step import by_label, describe
-from ..textfmt import MICRO_ASCII, clean, num, us
+from ..textfmt import MICRO_ASCII, clean, num, us, us_from_ns
 
 
 def _us(ns: float) -> str:
@@ -58,7 +58,7 @@ def text(d, top: int, timing: str, notes: tuple, words) -> None:
             out(f"\nper layer ({u} and {time} per decode step, A -> B):\n")
             for (layer, grp) in lay.groupby("layer"):
                 cells = ", ".join(f"{clean(str(x.range))} {num(x.kernels_a)}->{num(x.kernels_b)} "
-                                  f"({_us(x.gpu_time_ns_a)}->{_us(x.gpu_time_ns_b)})" for x in grp.itertuples())
+                                  f"({us_from_ns(x.gpu_time_ns_a)}->{_us(x.gpu_time_ns_b)})" for x in grp.itertuples())
                 out(f"  layer {layer}: {cells}\n")
     for status, label in (("only_a", "only in A"), ("only_b", "only in B")):
         rows = d.ranges[d.ranges["status"] == status]

@@ -90,11 +90,11 @@ def _x(r: float) -> str:
 
 
 def verdict(c) -> str:
-    """``0.667x (95% CI 0.664–0.671x): faster``: B / A with its interval and verdict, or
+    """``0.667x (95% CI 0.664–0.671): faster``: B / A with its interval and verdict, or
     ``0.86x (n = 1: no interval)`` (:func:`workbench.analysis.stats.change_text`)."""
     from ..analysis.stats import change_text
 
-    return change_text(c, "–")
+    return change_text(c, "–", "")
 
 
 def change(a: dict | None, b: dict | None, c) -> str:
