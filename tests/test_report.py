@@ -146,7 +146,7 @@ def test_fusion_report_from_committed_traces(tmp_path):
     assert "## Commands and Results" in md and "## Hardware, Environment and Revisions" in md
     assert "## Correctness" in md and "## Not run / remaining gaps" in md
     assert re.search(r"^\| Layer\(s\) \| `kv_write` \|$", md, re.M)
-    assert re.search(r"^\| 0–7 \| 15 → 1 \|$", md, re.M)  # 15 -> 1 per layer, all 8 layers
+    assert re.search(r"^\| 0–7 \| 15 → 1 \(2[\d.]+ → 1\.\d µs\) \|$", md, re.M)  # 15 -> 1 per layer, all 8 layers, with time
     assert "| kernel launches per decode step (from the trace) | 160 (3 steps) | 48 (3 steps) | -112 (-70.0%) |" in md
     assert "n/a (not captured with timing)" in md  # the reference captures carry no timing
     for p in (a, b):  # every trace named with its content hash

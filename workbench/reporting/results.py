@@ -117,13 +117,13 @@ def _note(inputs: list[Input], words: Words, busy_shown: bool) -> str:
             f"its captured decode steps (step ranges): {words.launches} and their time are the mean per step, "
             "as the diff counts them, with min–max over steps and no interval (a capture holds a few steps).")
     if busy_shown:
-        note += (" GPU busy is the union of a step's kernels' intervals on every stream and device "
-                 "(overlap counted once) over the step range's wall time on the host, median over steps. Below "
-                 f"{HOST_BOUND:.0%} the step waits on the host (launches, Python, synchronization): host/launch-bound, "
-                 "and its wall time measures the host more than the GPU work. Above 100% the kernels ran on past the "
-                 "range's end: the host ran ahead of the GPU. The traced steps ran under the profiler, which slows "
-                 "the host: their wall time can exceed the timed decode step, and the fraction is then lower than "
-                 "without it.")
+        note += (" GPU busy is the union of a step's kernels' intervals on every stream of its busiest device "
+                 "(overlap counted once) over the step's wall time: the longer of its range on the host and its "
+                 "kernels' span on the device (under CUDA graphs they run on past the range's end), so never above "
+                 f"100%; median over steps. Below {HOST_BOUND:.0%} the step waits on the host (launches, Python, "
+                 "synchronization): host/launch-bound, and its wall time measures the host more than the GPU work. "
+                 "The traced steps ran under the profiler, which slows the host: their wall time can exceed the timed "
+                 "decode step, and the fraction is then lower than without it.")
     cpu = [i for i in inputs if not trace_words(i.meta).device]
     if cpu:
         which = "These traces hold" if len(cpu) == len(inputs) else \
