@@ -61,6 +61,8 @@ class TraceDiff:
     # What each side's kernel table holds (``kernel`` or ``cpu_op``: trace.manifest.work_units),
     # so views of the diff word CPU ops as such.
     work_units: tuple[str, str] = ("kernel", "kernel")
+    # Per side, each range that launched kernels (index: its id) -> its key in ``ranges``.
+    range_keys: tuple[pd.Series, pd.Series] = field(default_factory=lambda: (pd.Series(dtype=object),) * 2)
 
     @property
     def common(self) -> int:
@@ -137,6 +139,7 @@ class _Side:
     steps: int  # decode steps (1 for a trace with none)
     prefills: int
     stepped: bool  # the trace has decode steps
+    range_key: pd.Series  # per range that launched kernels (index: its id): its key
 
     def sums(self) -> pd.DataFrame:
         """Per key: its first kernel's range name and layer, kernels and GPU time in all steps
@@ -269,7 +272,8 @@ def _side(trace: Trace, step_regex: str | None, layer_regex: str | None) -> _Sid
     # ``decode/step_0``) are several. A step that launched nothing still counts, as in
     # launches_per_step and the report.
     n_steps, n_prefills = info.count(DECODE), info.count(PREFILL)
-    return _Side(p, key, keys, key_phase, max(n_steps, 1), max(n_prefills, 1), n_steps > 0)
+    range_key = pd.Series(keys[codes[:len(used)]], index=used, dtype=object)
+    return _Side(p, key, keys, key_phase, max(n_steps, 1), max(n_prefills, 1), n_steps > 0, range_key)
 
 
 def step_free(paths: np.ndarray, stepped: np.ndarray, part: np.ndarray | None = None,
@@ -369,7 +373,8 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
         "unattributed_b": fb.count((NO_RANGE, NO_LAUNCH)),
     }
     return TraceDiff(a.label, b.label, r, layers, {"a": na, "b": nb}, alignments, totals,
-                     compare_timing(a.meta, b.meta), (work_units(a.meta), work_units(b.meta)))
+                     compare_timing(a.meta, b.meta), (work_units(a.meta), work_units(b.meta)),
+                     (fa.range_key, fb.range_key))
 
 
 def _count_changes(r: pd.DataFrame, alignments: dict[str, Alignment], fa: _Side, fb: _Side) -> None:

@@ -2,15 +2,17 @@
 counted in the trace itself, the work launched, its summed time and, for device work, how much
 of the step the device was busy (:mod:`workbench.analysis.busy`); and the headline made of them.
 
-A step whose device is busy for less than ``HOST_BOUND`` of its wall time waits on the host
-(launch overhead, Python, synchronization): the headline then says so first, because a
-wall-clock verdict on such captures measures the host, while the device time and the launch
-count measure the change itself.
+A wall-time comparison can be confounded (:mod:`workbench.analysis.confounding`: a step whose
+device is busy for less than ``HOST_BOUND`` of its wall time waits on the host; ranges the change
+did not touch moved on the host beyond their noise): the headline then says so first, with the
+evidence, leads with what the change moves (launches and device time per decode step) and gives
+the wall times without a verdict.
 """
 
 from __future__ import annotations
 
 from .. import textfmt as fmt
+from ..analysis.confounding import HOST_BOUND
 from . import timing
 from .inputs import Input
 from .model import Code, Headline, Mixed, Table
@@ -19,7 +21,6 @@ from .words import words as words_of
 
 NO_STEPS = "n/a (no step ranges)"
 NO_DEVICE = "n/a (no device work: a CPU capture)"
-HOST_BOUND = 0.5
 
 
 def launches(inp: Input) -> dict | None:
@@ -172,40 +173,40 @@ def results(inputs: list[Input], phases: list[dict], comps: list[dict], launched
     return Table(headers, rows, numeric=tuple(range(1, len(headers))), note=_note(inputs, words, shown))
 
 
-def _host_bound(busies: list, launched: list, words: Words) -> Headline | None:
-    """The headline's first item when base or fix waits on the host for most of a step."""
-    a, b = busies[0], busies[1]
-    if a is None or b is None:
-        return None
-    bound = [x["fraction"] < HOST_BOUND for x in (a, b)]
-    if not any(bound):
-        return None
-    who = "host/launch-bound" if all(bound) else f"{'base' if bound[0] else 'fix'} host/launch-bound, " \
-                                                 f"{'fix' if bound[0] else 'base'} not"
+def _confounded(conf, words: Words) -> Headline:
+    """The headline's first item when the wall-time comparison is confounded, with the evidence."""
+    return Headline("wall-time comparison", "", "",
+                    f"confounded: {'; '.join(conf.reasons())}. Read the {words.launches} and {words.time} per decode "
+                    "step, which the change moves; the wall times below carry no verdict", caveat=True)
+
+
+def _unjudged(a: dict, b: dict) -> str:
+    x, y = float(a["median"]), float(b["median"])
+    return f"{y / x:.2f}x (confounded: no verdict)" if x > 0 else "n/a"
+
+
+def headline(phases: list[dict], comps: list[dict], launched: list, busies: list, words: Words,
+             conf=None, changed: list[str] = ()) -> list[Headline]:
+    """The numbers a PR description leads with (base vs fix); ``conf``: the pair's
+    :class:`~workbench.analysis.confounding.Confounding`, when known; ``changed``: what changed
+    most, one line per range label (:func:`workbench.analysis.per_step.describe`), put first."""
+    out = [Headline("changed most", "", "", line) for line in changed]
+    confounded = conf is not None and conf.confounded
     la, lb = launched[0], launched[1]
-    counts = f" with {fmt.num(la['kernels_mean'])} → {fmt.num(lb['kernels_mean'])} {words.launches} per step" \
-        if la and lb else ""
-    reading = ("the wall-time verdicts reflect the host, the GPU-time and launch numbers the change" if all(bound)
-               else "the wall-time verdicts compare a host-bound step with one that is not")
-    return Headline("GPU busy per decode step", _share(a["fraction"]), _share(b["fraction"]),
-                    f"{who}{counts}: {reading}", caveat=True)
-
-
-def headline(phases: list[dict], comps: list[dict], launched: list, busies: list, words: Words) -> list[Headline]:
-    """The numbers a PR description leads with (base vs fix)."""
-    out = []
-    bound = _host_bound(busies, launched, words)
-    if bound is not None:
-        out.append(bound)
+    work = []
+    if la and lb:
+        work.append(Headline(f"{words.launches} per decode step", fmt.num(la["kernels_mean"]),
+                             fmt.num(lb["kernels_mean"]), fmt.pct(lb["kernels_mean"], la["kernels_mean"])))
+        work.append(Headline(f"{words.time} per decode step", fmt.us(la["gpu_mean"]), fmt.us(lb["gpu_mean"]),
+                             _time_change(la["gpu_mean"], lb["gpu_mean"])))
+    if confounded:
+        out.insert(0, _confounded(conf, words))
+        out += work
     for p in timing.ORDER:
         a, b = phases[0].get(p), phases[1].get(p)
         if a and b:
-            out.append(Headline(p, f"{fmt.ms(a['median'])} ms", f"{fmt.ms(b['median'])} ms",
-                                timing.change(a, b, comps[1].get(p))))
-    la, lb = launched[0], launched[1]
-    if la and lb:
-        out.append(Headline(f"{words.launches} per decode step", fmt.num(la["kernels_mean"]),
-                            fmt.num(lb["kernels_mean"]), fmt.pct(lb["kernels_mean"], la["kernels_mean"])))
-        out.append(Headline(f"{words.time} per decode step", fmt.us(la["gpu_mean"]), fmt.us(lb["gpu_mean"]),
-                            _time_change(la["gpu_mean"], lb["gpu_mean"])))
+            change = _unjudged(a, b) if confounded else timing.change(a, b, comps[1].get(p))
+            out.append(Headline(p, f"{fmt.ms(a['median'])} ms", f"{fmt.ms(b['median'])} ms", change))
+    if not confounded:
+        out += work
     return out

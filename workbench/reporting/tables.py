@@ -5,7 +5,7 @@ sequences, and the sweep as a table with its notes.
 from __future__ import annotations
 
 from .. import textfmt as fmt
-from ..analysis.per_step import TIME_CHANGE, TIME_CHANGE_NS, labels
+from ..analysis.per_step import TIME_CHANGE, TIME_CHANGE_NS, describe, labels
 from .inputs import Sweep
 from .model import AlignGroup, Code, Table, listing
 from .words import Words
@@ -30,6 +30,16 @@ def changed_names(d) -> list[str]:
     """The labels of the per-step ranges that changed in any layer (``d.groups()``)."""
     g = d.groups()
     return sorted(g.loc[g["changed"], "range"].astype(str)) if len(g) else []
+
+
+TOP_CHANGES = 1  # range labels a headline names: the one that changed most
+
+
+def top_changes(d, words: Words, n: int = TOP_CHANGES) -> list[str]:
+    """The range labels whose GPU time per decode step changed most, one line each
+    (``attention in all 32 layers: 94.1 → 72.0 µs each per decode step, 0.77x; kernels 2 each``)."""
+    g = d.groups()
+    return [describe(row, words.units) for row in g[g["changed"]].head(n).itertuples(index=False)]
 
 
 def _arrow(a: float, b: float) -> str:
