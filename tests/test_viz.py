@@ -3,10 +3,9 @@ reference traces (no GPU, no browser)."""
 
 from __future__ import annotations
 
-import re
-
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
