@@ -15,7 +15,12 @@ A wall-time verdict (decode step, prefill) is **confounded** when either holds:
   kernels run on the device after the host range that launched the graph: its duration is no
   host work of theirs), so what moved is the machine, the process or the capture, not the change.
 
-Then a report leads with what the change does move, kernels and GPU time per decode step, and
+- **interpreted**: base or fix ran its Triton kernels under Triton's interpreter (a CPU
+  capture: ``trace.manifest.interpreter_note``): their time is the interpreter's, not the
+  kernels', and only the counts compare.
+
+For CPU work (CPU ops, timed on the host) a range whose time moved is no less untouched: its
+kernels are the same, and host time is all a CPU op has. Then a report leads with what the change does move, kernels and GPU time per decode step, and
 gives the wall time without a verdict, with this evidence beside it.
 """
 
@@ -25,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..trace.manifest import interpreter_note
 from .per_step import labels
 from .projection import project
 from .stats import FASTER, SLOWER, Comparison, compare_samples
@@ -40,6 +46,7 @@ class Confounding:
 
     busy: tuple[float | None, float | None]
     moved: list[Comparison] = field(default_factory=list)
+    interpreted: tuple[bool, bool] = (False, False)
 
     @property
     def host_bound(self) -> tuple[bool, bool]:
@@ -47,12 +54,16 @@ class Confounding:
 
     @property
     def confounded(self) -> bool:
-        return any(self.host_bound) or bool(self.moved)
+        return any(self.host_bound) or bool(self.moved) or any(self.interpreted)
 
     def reasons(self, shown: int = 4) -> list[str]:
         """The evidence, one phrase each: ``base and fix host/launch-bound (GPU busy 7.6% → 4.0% of
         a decode step)``, ``ranges the change did not touch moved on the host: qkv +51%, ...``."""
         out = []
+        if any(self.interpreted):
+            who = "base and fix" if all(self.interpreted) else "base" if self.interpreted[0] else "fix"
+            out.append(f"{who} ran Triton kernels under the Triton interpreter (numpy on the host), whose times "
+                       "measure the interpreter, not the kernels")
         bound = self.host_bound
         if any(bound):
             who = "base and fix" if all(bound) else "base" if bound[0] else "fix"
@@ -70,7 +81,8 @@ def untouched_host_moves(a, b, d) -> list[Comparison]:
     against fix host durations over all their decode-step instances; those that moved beyond
     noise (faster or slower), largest move first."""
     r = d.per_step()
-    untouched = r[(r["status"] == "both") & (r["changed"] == "")]
+    device = "kernel" in d.work_units
+    untouched = r[(r["status"] == "both") & ((r["changed"] == "") | (~device & (r["changed"] == "time")))]
     if not len(untouched):
         return []
     label_of = dict(zip(untouched["range"], labels(untouched)))
@@ -104,4 +116,5 @@ def untouched_host_moves(a, b, d) -> list[Comparison]:
 def assess(a, b, d, busy: tuple[float | None, float | None]) -> Confounding:
     """The :class:`Confounding` of traces ``a`` and ``b`` with diff ``d`` and each side's median
     busy fraction per decode step (None where it is not device work)."""
-    return Confounding(busy, untouched_host_moves(a, b, d))
+    return Confounding(busy, untouched_host_moves(a, b, d),
+                       (interpreter_note(a.meta) is not None, interpreter_note(b.meta) is not None))

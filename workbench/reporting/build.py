@@ -62,7 +62,7 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
     busies = [results.busy(i) for i in inputs]
     words = words_of(i.meta for i in inputs)
     conf = assess(base.trace, fix.trace, d, tuple(b["fraction"] if b else None for b in busies[:2]))
-    headline = results.headline(phases, comps, launches, busies, words, conf, tables.top_changes(d, words))
+    headline = results.headline(phases, comps, launches, busies, words, conf, tables.top_changes(d, words, by_count=any(conf.interpreted)))
     if none := d.nothing_in_common(("base", "fix")):  # first: it tells how to read every number after it
         headline.insert(0, Headline("range paths", "", "", none, caveat=True))
     correctness, corr_gaps, corr_summary = checks.correctness(inputs)

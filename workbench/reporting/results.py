@@ -175,9 +175,11 @@ def results(inputs: list[Input], phases: list[dict], comps: list[dict], launched
 
 def _confounded(conf, words: Words) -> Headline:
     """The headline's first item when the wall-time comparison is confounded, with the evidence."""
+    read = (f"the {words.launches} per decode step" if any(conf.interpreted)
+            else f"the {words.launches} and {words.time} per decode step")
     return Headline("wall-time comparison", "", "",
-                    f"confounded: {'; '.join(conf.reasons())}. Read the {words.launches} and {words.time} per decode "
-                    "step, which the change moves; the wall times below carry no verdict", caveat=True)
+                    f"confounded: {'; '.join(conf.reasons())}. Read {read}, which the change moves; the times below "
+                    "carry no verdict", caveat=True)
 
 
 def _unjudged(a: dict, b: dict) -> str:
@@ -200,8 +202,11 @@ def headline(phases: list[dict], comps: list[dict], launched: list, busies: list
         work.append(Headline(f"{words.time} per decode step", fmt.us(la["gpu_mean"]), fmt.us(lb["gpu_mean"]),
                              _time_change(la["gpu_mean"], lb["gpu_mean"])))
     if confounded:
+        if any(conf.interpreted):  # the counts first: the times, the "changed most" among them, are the interpreter's
+            out = work[:1] + out + work[1:]
+        else:
+            out += work
         out.insert(0, _confounded(conf, words))
-        out += work
     for p in timing.ORDER:
         a, b = phases[0].get(p), phases[1].get(p)
         if a and b:

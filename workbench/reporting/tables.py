@@ -4,6 +4,8 @@ sequences, and the sweep as a table with its notes.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import textfmt as fmt
 from ..analysis.per_step import TIME_CHANGE, TIME_CHANGE_NS, describe, labels
 from .inputs import Sweep
@@ -35,11 +37,15 @@ def changed_names(d) -> list[str]:
 TOP_CHANGES = 1  # range labels a headline names: the one that changed most
 
 
-def top_changes(d, words: Words, n: int = TOP_CHANGES) -> list[str]:
-    """The range labels whose GPU time per decode step changed most, one line each
-    (``attention in all 32 layers: 94.1 → 72.0 µs each per decode step, 0.77x; kernels 2 each``)."""
+def top_changes(d, words: Words, n: int = TOP_CHANGES, by_count: bool = False) -> list[str]:
+    """The range labels whose GPU time per decode step changed most (``by_count``: whose count
+    did, where the times measure something else), one line each (``attention in all 32 layers:
+    94.1 → 72.0 µs each per decode step, 0.77x; kernels 2 each``)."""
     g = d.groups()
-    return [describe(row, words.units) for row in g[g["changed"]].head(n).itertuples(index=False)]
+    g = g[g["changed"]]
+    if by_count:
+        g = g.iloc[np.argsort(-(g["kernels_b"] - g["kernels_a"]).abs().to_numpy(), kind="stable")]
+    return [describe(row, words.units) for row in g.head(n).itertuples(index=False)]
 
 
 def _arrow(a: float, b: float) -> str:
