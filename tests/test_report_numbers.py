@@ -62,8 +62,7 @@ def test_the_same_variant_twice_is_no_significant_change(reports):
     md = reports(SAME).markdown
     # Measured +1% with an interval above 1: below the threshold, said so, never "faster"/"slower".
     assert row(md, "decode step")[3].endswith(": changed by less than the 10% threshold")
-    assert re.search(r"decode step \*\*3\.699 ms → 3\.751 ms\*\*, 1\.014x \(95% CI 1\.001–[\d.]+\): "
-                     r"changed by less than the 10% threshold", headline(md))
+    assert "decode step **3.699 ms → 3.751 ms**, 1.01x (confounded: no verdict)" in headline(md)  # host-bound
     assert "faster" not in headline(md) and "slower" not in headline(md)
 
 
@@ -142,10 +141,18 @@ def test_eager_fusion_is_labelled_host_bound_and_cuda_graphs_are_not(reports):
     for name in EAGER:
         assert busy_per_step(wb.open_trace(committed(name)))["busy_fraction"].median() < 0.5
     md = reports(EAGER).markdown
-    first = headline(md)[len("**Headline:** "):].split("; ")[0]
-    assert re.fullmatch(r"GPU busy per decode step \*\*[\d.]+% → [\d.]+%\*\*, host/launch-bound with 237 → 125 "
-                        r"kernel launches per step: the wall-time verdicts reflect the host, the GPU-time and "
-                        r"launch numbers the change", first), first
+    text = headline(md)[len("**Headline:** "):]
+    assert text.startswith("wall-time comparison: confounded: base and fix host/launch-bound (GPU busy 7.6% → 4.5% of "
+                           "a decode step); ranges the change did not touch moved on the host: qkv +51%, mlp +29%, "
+                           "attention +23%. Read the kernel launches and GPU time per decode step, which the change "
+                           "moves; the times below carry no verdict; changed most: kv\\_write in all 8 layers: "), text
+    items = text.split("; ")
+    assert "kernel launches per decode step **237 → 125**, -47.3%" in items
+    assert any(i.startswith("GPU time per decode step **485.2 µs → 316.3 µs**, 0.65x") for i in items)
+    assert "decode step **3.699 ms → 4.634 ms**, 1.25x (confounded: no verdict)" in items
+    assert items.index("kernel launches per decode step **237 → 125**, -47.3%") < items.index(
+        "decode step **3.699 ms → 4.634 ms**, 1.25x (confounded: no verdict)")
+    assert not any(i.endswith((": slower", ": faster")) for i in items)
     assert row(md, "GPU busy per decode step / wall")[3].endswith(": host/launch-bound")
     # Under CUDA graphs the GPU is busy for most of the step (the host even runs ahead of it).
     for name in GRAPHS:
