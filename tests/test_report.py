@@ -200,7 +200,9 @@ def test_sweep_section(tmp_path):
     assert "| Metric | Series | context 256 | context 1024 | context 4096 |" in md
     assert "| `decode_step` | `bucketed` | 1.051 ms (1.041–1.071, 10 runs) | 1.205 ms (1.195–1.225, 10 runs) | " \
            "1.819 ms (1.809–1.839, 10 runs) |" in md
-    assert "- decode step at context 4096: `bucketed` 1.819 ms, `full` 2.410 ms" in md
+    # Every context, not only the longest.
+    assert re.search(r"^- decode step by context: 256: `bucketed` 1\.051 ms, `full` 2\.026 ms \(0\.52x\); 1024: .*; "
+                     r"4096: `bucketed` 1\.819 ms, `full` 2\.410 ms \(0\.75x\) \(ratio: `bucketed` / `full`\)$", md, re.M)
     assert "sweep: `bucketed at context 8192: out of memory`" in md
     html = (tmp_path / "r.html").read_text()
     assert "decode step vs context length" in html

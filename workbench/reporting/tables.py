@@ -178,7 +178,8 @@ def sweep_table(sweep: Sweep) -> Table:
 
 
 def sweep_note(sweep: Sweep) -> list[list]:
-    """Lines: each metric's series at the longest context they share; what was left out."""
+    """Lines: each metric's series at every context they share (not only the longest: a change
+    can grow or shrink with the context), with the ratio of two series; what was left out."""
     lines: list[list] = []
     for metric in sorted(sweep.metrics, key=lambda m: (metric_rank(m), m)):
         rows = [r for r in sweep.rows if r["metric"] == metric]
@@ -191,10 +192,16 @@ def sweep_note(sweep: Sweep) -> list[list]:
         common = set.intersection(*(set(v) for v in by.values()))
         if not common:
             continue
-        c = max(common, key=float)
         unit = rows[0].get("unit", "ms")
-        lines.append([f"{metric.replace('_', ' ')} at context {c}: ",
-                      listing((Code(s), f" {fmt.ms(by[s][c])} {unit}") for s in series)])
+        line: list = [f"{metric.replace('_', ' ')} by context: "]
+        for i, c in enumerate(sorted(common, key=float)):
+            vs = [by[s][c] for s in series]
+            ratio = f" ({vs[0] / vs[1]:.2f}x)" if len(series) == 2 and vs[1] else ""
+            line += (["; "] if i else []) + [f"{c}: ", listing((Code(s), f" {fmt.ms(by[s][c])} {unit}") for s in series),
+                                            ratio]
+        if len(series) == 2:
+            line += [" (ratio: ", Code(series[0]), " / ", Code(series[1]), ")"]
+        lines.append(line)
     groups = sweep.meta.get("left_out_groups") or []
     if groups:
         lines.append(["not part of the sweep (a single context length): group(s) ", listing(map(Code, groups))])
