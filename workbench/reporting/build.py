@@ -76,7 +76,7 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
                  [x for e in extras for x in (f", {e.role} ", Code(e.name))],
         headline=headline,
         commands=[(i.role, i.name, provenance.command(i.meta)) for i in inputs],
-        results=results.results(inputs, phases, comps, launches, busies, words),
+        results=results.results(inputs, phases, comps, launches, busies, words, conf.confounded),
         variant_changes=_variant_changes(base, fix),
         layer_counts=tables.layer_counts(d, names, words) if names else None,
         range_times=tables.range_times(d, names, words) if names else None,

@@ -138,9 +138,10 @@ def _extra(cell: str, change: str) -> str:
 
 
 def results(inputs: list[Input], phases: list[dict], comps: list[dict], launched: list, busies: list,
-            words: Words) -> Table:
+            words: Words, confounded: bool = False) -> Table:
     """The "Commands and Results" table: timed phases, then launches, time and busy per step.
-    ``comps[i]``: phase -> comparison of trace i against the base (``comps[0]`` unused)."""
+    ``comps[i]``: phase -> comparison of trace i against the base (``comps[0]`` unused);
+    ``confounded``: fix against base gets no wall-time verdict (``analysis.confounding``)."""
     base, fix, extras = inputs[0], inputs[1], inputs[2:]
     headers = ["Metric", Mixed(("base: ", Code(base.name))), Mixed(("fix: ", Code(fix.name))),
                "Change (fix vs base)"] + [Mixed((f"{e.role}: ", Code(e.name))) for e in extras]
@@ -148,7 +149,7 @@ def results(inputs: list[Input], phases: list[dict], comps: list[dict], launched
     for p in timing.names(phases):
         what = next((ph[p]["what"] for ph in phases if p in ph and ph[p].get("what")), "")
         st = [ph.get(p) for ph in phases]
-        ch = [timing.change(st[0], s, c.get(p)) for s, c in zip(st, comps)]
+        ch = [timing.change(st[0], s, c.get(p), confounded and k == 1) for k, (s, c) in enumerate(zip(st, comps))]
         cells = [timing.stat_cell(s) for s in st]
         rows.append([f"{p} (median, min–max{', ' + what if what else ''})", cells[0], cells[1], ch[1],
                      *[_extra(c, x) for c, x in zip(cells[2:], ch[2:])]])

@@ -97,10 +97,15 @@ def verdict(c) -> str:
     return change_text(c, "–", "")
 
 
-def change(a: dict | None, b: dict | None, c) -> str:
-    """The change cell of one timed phase: the verdict, else the bare ratio and why no more."""
+CONFOUNDED = "confounded, no verdict (see the headline)"
+
+
+def change(a: dict | None, b: dict | None, c, confounded: bool = False) -> str:
+    """The change cell of one timed phase: the verdict, else the bare ratio and why no more;
+    ``confounded``: the interval without a verdict (``analysis.confounding``)."""
     if c is not None:
-        return verdict(c)
+        text = verdict(c)
+        return text.replace(f": {c.verdict}", f": {CONFOUNDED}") if confounded and c.interval else text
     if not a or not b:
         return "n/a"
     x, y = float(a["median"]), float(b["median"])
