@@ -75,6 +75,19 @@ def test_diff_text_prints_one_line_per_timed_phase(capsys):
     assert "bench samples" not in out  # both from the captures' own timing
 
 
+def test_diff_text_says_when_a_wall_time_comparison_is_confounded(capsys):
+    """The eager fusion pair is host-bound and its untouched ranges moved on the host: the text
+    says so under the timed lines, in ASCII; under CUDA graphs it does not."""
+    code, out, err = run(capsys, "diff", "h200-kvwrite-unfused-eager-nsys", "h200-kvwrite-fused-eager-nsys")
+    assert code == 0, err
+    assert ("  wall time confounded: base and fix host/launch-bound (GPU busy 7.6% -> 4.5% of a decode step); ranges "
+            "the change did not touch moved on the host: qkv +51%, mlp +29%, attention +23%: read the per-step counts "
+            "and times below, not these verdicts\n") in out
+    assert out.isascii()
+    code, out, err = run(capsys, "diff", UNFUSED_GRAPH, FUSED_GRAPH)
+    assert code == 0 and "confounded" not in out
+
+
 def test_diff_text_says_when_nothing_was_timed(capsys):
     code, out, _ = run(capsys, "diff", *UNTIMED)
     assert code == 0 and "timing: no timing recorded\n" in out

@@ -56,7 +56,7 @@ class Confounding:
     def confounded(self) -> bool:
         return any(self.host_bound) or bool(self.moved) or any(self.interpreted)
 
-    def reasons(self, shown: int = 4) -> list[str]:
+    def reasons(self, shown: int = 4, arrow: str = "→") -> list[str]:
         """The evidence, one phrase each: ``base and fix host/launch-bound (GPU busy 7.6% → 4.0% of
         a decode step)``, ``ranges the change did not touch moved on the host: qkv +51%, ...``."""
         out = []
@@ -68,7 +68,7 @@ class Confounding:
         if any(bound):
             who = "base and fix" if all(bound) else "base" if bound[0] else "fix"
             a, b = (f"{100 * x:.1f}%" if x is not None else "n/a" for x in self.busy)
-            out.append(f"{who} host/launch-bound (GPU busy {a} → {b} of a decode step)")
+            out.append(f"{who} host/launch-bound (GPU busy {a} {arrow} {b} of a decode step)")
         if self.moved:
             parts = [f"{c.metric} {100 * (c.ratio - 1):+.0f}%" for c in self.moved[:shown]]
             more = f", {len(self.moved) - shown} more" if len(self.moved) > shown else ""

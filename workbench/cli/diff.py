@@ -79,7 +79,10 @@ def run(args) -> int:
 
         notes = tuple("\n   ".join(n for n in (graph_note(t.meta), compiled_note(t.meta), interpreter_note(t.meta)) if n)
                       or None for t in (a, b))
-        text(d, args.top, _timing_text(d, a.meta, b.meta, sources), notes, words((a.meta, b.meta)))
+        timing = _timing_text(d, a.meta, b.meta, sources)
+        if d.timing and (why := _confounded(a, b, d)):
+            timing += f"  wall time confounded: {why}: read the per-step counts and times below, not these verdicts\n"
+        text(d, args.top, timing, notes, words((a.meta, b.meta)))
     for f in failed:
         print(f"workbench: gate failed: {f}", file=sys.stderr)
     return 1 if failed else 0
@@ -123,6 +126,20 @@ def _engine_text(e, metas: tuple[dict, dict], top: int, clean, timing: str) -> N
                     f"{clean(getattr(r, 'precision_' + side))}]: {ms(getattr(r, 'avg_ms_' + side))} ms\n")
             if len(rows) > top:
                 out(f"  ... {len(rows) - top} more\n")
+
+
+def _confounded(a, b, d) -> str | None:
+    """Why the pair's wall-time comparison is confounded (``analysis.confounding``), or None."""
+    from ..analysis.busy import busy_per_step
+    from ..analysis.confounding import assess
+    from ..trace.manifest import work_units
+
+    def busy(t):
+        f = busy_per_step(t)["busy_fraction"].dropna() if work_units(t.meta) == "kernel" else ()
+        return float(f.median()) if len(f) else None
+
+    c = assess(a, b, d, (busy(a), busy(b)))
+    return "; ".join(c.reasons(arrow="->")) if c.confounded else None
 
 
 def samples_source(meta: dict) -> str:
