@@ -110,6 +110,17 @@ def layer_span(layers) -> str:
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
+def layers_where(layers, every: bool) -> str:
+    """`` in all 16 layers`` (``every``: the layers are all the trace has), `` in layers 0–3, 5``,
+    `` in layer 2``, or nothing for no layer."""
+    layers = sorted(set(int(x) for x in layers))
+    if not layers:
+        return ""
+    if every:
+        return f" in all {len(layers)} layers"
+    return f" in layer{'s' if len(layers) > 1 else ''} {layer_span(layers)}"
+
+
 def clean(s: str) -> str:
     """Replace control characters (ESC, BEL, C1, bidi overrides) with visible escapes."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else f"\\u{ord(m.group()):04x}", s)

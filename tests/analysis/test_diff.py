@@ -10,6 +10,7 @@ are always there; the raw captures under ``../shared`` are used when present.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,15 +41,20 @@ def run(capsys, *argv) -> tuple[int, str, str]:
 def test_text_reports_fusion_per_layer_and_totals(capsys, pair):
     code, out, err = run(capsys, "diff", *pair)
     assert code == 0, err
-    assert "3 step(s), 160 kernels/step" in out and "3 step(s), 48 kernels/step" in out
-    assert "kernels/step 160 -> 48" in out
+    assert "3 decode step(s), 160 kernels/step" in out and "3 decode step(s), 48 kernels/step" in out
+    assert "per decode step: kernels 160 -> 48" in out
     assert "total kernels 480 -> 144" in out
     assert "24 range(s) in common" in out
     for layer in range(8):
-        assert f"  layer {layer}: attention 4->4, kv_write 15->1, qkv 1->1\n" in out
-        assert f"layer_{layer:02d}/kv_write: kernels 15 -> 1, GPU " in out  # the top 10 changes hold all 8
-    # The aligned sequence: which kernels went away and what replaced them.
-    assert out.count(ALIGNED) == 8
+        # Counts with their time per decode step beside them.
+        assert re.search(rf"^  layer {layer}: attention 4->4 \([\d.]+->[\d.]+ us\), kv_write 15->1 \(2[\d.]+->1\.[\d] us\), "
+                         r"qkv 1->1 \([\d.]+->[\d.]+ us\)$", out, re.M), out
+    # One change repeated in every layer is one line (before: ten lines of layer_NN/kv_write).
+    assert re.search(r"^  kv_write in all 8 layers: 2[\d.]+ -> 1\.\d us each per decode step, 0\.0\dx; kernels 15 -> 1 each$",
+                     out, re.M), out
+    assert "layer_03/kv_write:" not in out
+    # The aligned sequence: which kernels went away and what replaced them, once for the group.
+    assert out.count(ALIGNED) == 1
     assert "no range in common" not in out
 
 
@@ -94,7 +100,7 @@ def test_fail_if_exit_status_of_the_command():
     p = subprocess.run([sys.executable, "-m", "workbench", "diff", b, a, "--fail-if", "kernels_per_step>0"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 1, p.stderr
-    assert "kernels/step 48 -> 160" in p.stdout and "gate failed" in p.stderr
+    assert "per decode step: kernels 48 -> 160" in p.stdout and "gate failed" in p.stderr
 
 
 def _renamed(src: str, root: Path, name: str) -> str:

@@ -143,7 +143,7 @@ def test_fusion_report_from_committed_traces(tmp_path):
     assert "## Commands and Results" in md and "## Hardware, Environment and Revisions" in md
     assert "## Correctness" in md and "## Not run / remaining gaps" in md
     assert re.search(r"^\| Layer\(s\) \| `kv_write` \|$", md, re.M)
-    assert re.search(r"^\| 0–7 \| 15 → 1 \|$", md, re.M)  # 15 -> 1 per layer, all 8 layers
+    assert re.search(r"^\| 0–7 \| 15 → 1 \(2[\d.]+ → 1\.\d µs\) \|$", md, re.M)  # 15 -> 1 per layer, all 8 layers, with time
     assert "| kernel launches per decode step (from the trace) | 160 (3 steps) | 48 (3 steps) | -112 (-70.0%) |" in md
     assert "n/a (not captured with timing)" in md  # the reference captures carry no timing
     for p in (a, b):  # every trace named with its content hash
@@ -197,7 +197,9 @@ def test_sweep_section(tmp_path):
     assert "| Metric | Series | context 256 | context 1024 | context 4096 |" in md
     assert "| `decode_step` | `bucketed` | 1.051 ms (1.041–1.071, 10 runs) | 1.205 ms (1.195–1.225, 10 runs) | " \
            "1.819 ms (1.809–1.839, 10 runs) |" in md
-    assert "- decode step at context 4096: `bucketed` 1.819 ms, `full` 2.410 ms" in md
+    # Every context, not only the longest.
+    assert re.search(r"^- decode step by context: 256: `bucketed` 1\.051 ms, `full` 2\.026 ms \(0\.52x\); 1024: .*; "
+                     r"4096: `bucketed` 1\.819 ms, `full` 2\.410 ms \(0\.75x\) \(ratio: `bucketed` / `full`\)$", md, re.M)
     assert "sweep: `bucketed at context 8192: out of memory`" in md
     html = (tmp_path / "r.html").read_text()
     assert "decode step vs context length" in html

@@ -201,9 +201,10 @@ def test_trace_diff(executed):
     assert len(r["widget_timelines"]) == 2
     assert "15 kernels" in r["widget_timelines"][0] and "1 kernel," in r["widget_timelines"][1]
     assert r["widget_traces"] >= 2
-    # The same variant captured twice is no significant change; the CUDA-graph fusion is faster.
+    # The same variant captured twice is neither faster nor slower; the CUDA-graph fusion is faster.
     if r["same_vs_same"] is not None:
-        assert set(r["same_vs_same"].values()) == {"no significant change"}, r["same_vs_same"]
+        assert set(r["same_vs_same"].values()) <= {"no evidence of a change", "changed by less than the 10% threshold"}, \
+            r["same_vs_same"]
     if r["cudagraph_fusion"] is not None:
         assert r["cudagraph_fusion"]["decode_step_ms"] == "faster"
     if _is_reference(r["a"], r["b"]):

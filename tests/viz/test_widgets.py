@@ -22,11 +22,20 @@ NAMES = ("ref-h200-kvwrite-unfused-nsys", "h200-hf-attn-eager-static-nsys", "h20
 
 
 def _scan(trace, rid):
-    """Range ``rid``'s descendants and kernels, found by scanning every range and kernel."""
+    """Range ``rid``'s descendants (by parent links: a CUDA graph's captured ranges all span its
+    replay, so time alone would put every layer's inside each) and kernels, found by scanning
+    every range and kernel."""
     r = trace.ranges
-    row = r.iloc[rid]
-    inside = ((r["pid"] == row["pid"]) & (r["tid"] == row["tid"]) & (r["start"] >= row["start"])
-              & (r["end"] <= row["end"]) & (r["depth"] >= row["depth"])).to_numpy()
+    parent = r["parent"].tolist()
+
+    def below(i):
+        while i >= 0:
+            if i == rid:
+                return True
+            i = parent[i]
+        return False
+
+    inside = np.array([below(i) for i in range(len(r))], dtype=bool)
     ids = r[inside].sort_values(["start", "depth", "id"], kind="stable")["id"].to_numpy()
     p = project(trace)
     k = p[np.isin(p["range_id"].to_numpy(), ids)].sort_values(["start", "end"], kind="stable")

@@ -1,9 +1,14 @@
 """Where a step's time goes: how much of each decode step's wall time the device was busy.
 
-Per decode step (:mod:`.steps`): ``wall_ns``, its range's end - start; ``gpu_busy_ns``, the
-length of the union of the ``[start, end)`` intervals of the kernels launched in the step, on
-every stream and device, so kernels that overlap count once; ``busy_fraction``, their ratio;
-``kernels``, how many. A kernel belongs to the step of the range its launch is attributed to
+Per decode step (:mod:`.steps`): ``gpu_busy_ns``, the length of the union of the ``[start,
+end)`` intervals of the kernels launched in the step on one device (all its streams, so kernels
+that overlap count once), on its busiest device; ``wall_ns``, the step's time: the longer of its
+range's end - start on the host (``host_ns``) and the span of its kernels on the device (first
+start to last end); ``busy_fraction``, their ratio, so never above 1. (The host range alone is
+not the step's time: under CUDA graphs the host launches a step's graph and moves on while its
+kernels run, queued behind the step before, past the range's end, and busy / range read 527%.
+The span from the range's start would count that queueing twice.) ``host_ns``: the range's own;
+``kernels``: how many. A kernel belongs to the step of the range its launch is attributed to
 (``range_id``: for a CUDA-graph kernel, the range of its graph launch), as every per-step count
 does. A low fraction means the step waited on the host (launch overhead, Python, sync), not on
 the device: a wall-clock comparison of such captures measures the host more than the kernels.
@@ -24,7 +29,7 @@ from ..trace.arrays import group_sums
 from ..trace.schema import Trace
 from .steps import DECODE, PHASES, step_rows, trace_steps_info
 
-COLUMNS = ["step", "phase", "wall_ns", "gpu_busy_ns", "busy_fraction", "kernels"]
+COLUMNS = ["step", "phase", "wall_ns", "gpu_busy_ns", "busy_fraction", "kernels", "host_ns"]
 
 
 def union_lengths(group: np.ndarray, start: np.ndarray, end: np.ndarray, n: int) -> np.ndarray:
@@ -60,14 +65,23 @@ def busy_per_step(trace: Trace, step_regex: str | None = None) -> pd.DataFrame:
     codes, n, first, last, head = step_rows(info, steps, r["start"].to_numpy()[steps], r["end"].to_numpy()[steps])
     slot = np.full(len(info.step), -1, dtype=np.int64)  # range id -> its step's row, -1: no decode step
     slot[steps] = codes
-    k = trace.columns("kernels", ["start", "end", "range_id"])
+    k = trace.columns("kernels", ["start", "end", "range_id", "device"])
     rid = k["range_id"].to_numpy()
     step_of = np.where(rid >= 0, info.step[np.maximum(rid, 0)], -1)
     row = np.where(step_of >= 0, slot[np.maximum(step_of, 0)], -1)
     mine = row >= 0
     row = row[mine]
-    busy = union_lengths(row, k["start"].to_numpy()[mine], k["end"].to_numpy()[mine], n)
-    wall = last - first
+    ks, ke = k["start"].to_numpy()[mine], k["end"].to_numpy()[mine]
+    # The union per (step, device), then each step's busiest device.
+    dev = pd.factorize(k["device"].to_numpy()[mine])[0].astype(np.int64)
+    nd = int(dev.max()) + 1 if len(dev) else 1
+    busy = union_lengths(row * nd + dev, ks, ke, n * nd).reshape(n, nd).max(axis=1) if n else np.zeros(0, np.int64)
+    host = last - first
+    lo = np.full(n, np.iinfo(np.int64).max)
+    hi = np.full(n, np.iinfo(np.int64).min)
+    np.minimum.at(lo, row, ks)
+    np.maximum.at(hi, row, ke)
+    wall = np.maximum(host, np.where(hi > lo, hi - lo, 0))
     with np.errstate(divide="ignore", invalid="ignore"):
         fraction = np.where(wall > 0, busy / np.maximum(wall, 1), np.nan)
     order = np.argsort(first, kind="stable")
@@ -78,4 +92,5 @@ def busy_per_step(trace: Trace, step_regex: str | None = None) -> pd.DataFrame:
         "gpu_busy_ns": busy[order],
         "busy_fraction": fraction[order],
         "kernels": np.bincount(row, minlength=n).astype(np.int64)[order],
+        "host_ns": host[order],
     }, columns=COLUMNS)

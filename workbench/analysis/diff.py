@@ -31,6 +31,7 @@ from ..trace.arrays import group_sums
 from ..trace.manifest import work_units
 from ..trace.schema import Trace
 from .alignment import Alignment, align
+from .per_step import by_label, per_layer, time_moved
 from .projection import NO_LAUNCH, NO_RANGE, project
 from .gpu_projection import step_projection
 from .inferred.timing import timing as trace_timing
@@ -62,6 +63,8 @@ class TraceDiff:
     # What each side's kernel table holds (``kernel`` or ``cpu_op``: trace.manifest.work_units),
     # so views of the diff word CPU ops as such.
     work_units: tuple[str, str] = ("kernel", "kernel")
+    # Per side, each range that launched kernels (index: its id) -> its key in ``ranges``.
+    range_keys: tuple[pd.Series, pd.Series] = field(default_factory=lambda: (pd.Series(dtype=object),) * 2)
 
     @property
     def common(self) -> int:
@@ -85,9 +88,21 @@ class TraceDiff:
                 f"({int((r['status'] == 'only_a').sum())} only in {a}, {int((r['status'] == 'only_b').sum())} only in "
                 f"{b}" + (f"; only the placeholder {shared} in both" if shared else "") + ")")
 
-    def changed(self, n: int = 10) -> pd.DataFrame:
-        """The changed ranges (``ranges.changed``: see :func:`diff`), largest GPU time change first."""
+    def per_step(self) -> pd.DataFrame:
+        """The ranges whose numbers are per decode step (:mod:`.per_step`): every per-step view
+        (report tables, widget, figures, the text diff) reads these rows only."""
+        return self.ranges[self.ranges["per_step"]]
+
+    def groups(self) -> pd.DataFrame:
+        """The per-decode-step ranges grouped by label across layers (:func:`.per_step.by_label`)."""
+        return by_label(self.per_step())
+
+    def changed(self, n: int = 10, per_step: bool | None = None) -> pd.DataFrame:
+        """The changed ranges (``ranges.changed``: see :func:`diff`), largest GPU time change
+        first; ``per_step`` True: of decode steps only, False: the others (prefill, outside steps)."""
         r = self.ranges
+        if per_step is not None:
+            r = r[r["per_step"] == per_step]
         r = r[r["changed"] != ""]
         order = (r["delta_gpu_time_ns"].abs() + 0).sort_values(ascending=False, kind="stable").index
         return r.loc[order].head(n).reset_index(drop=True)
@@ -126,6 +141,7 @@ class _Side:
     steps: int  # decode steps (1 for a trace with none)
     prefills: int
     stepped: bool  # the trace has decode steps
+    range_key: pd.Series  # per range that launched kernels (index: its id): its key
 
     def sums(self) -> pd.DataFrame:
         """Per key: its first kernel's range name and layer, kernels and GPU time in all steps
@@ -142,7 +158,14 @@ class _Side:
         per = self.per_key()
         out["kernels"] = out["kernels_total"] / per
         out["gpu_time_ns"] = out["gpu_time_total_ns"] / per
+        out["per_step"] = self.counted()
         return out
+
+    def counted(self) -> np.ndarray:
+        """Per key: whether it is decode-step work, the work every per-decode-step number counts
+        (:mod:`.per_step`): a key in decode steps, or for a trace without steps any key but
+        prefill."""
+        return self.phase == DECODE if self.stepped else self.phase != PREFILL
 
     def per_key(self) -> np.ndarray:
         """What each key's totals are divided by: its prefills for a prefill key, else the steps."""
@@ -162,10 +185,9 @@ class _Side:
         return out
 
     def decode_totals(self) -> tuple[int, float]:
-        """Kernels and GPU time (ns) that the per-step totals divide: those in decode steps,
-        or for a trace without steps everything but prefill."""
-        phase = self.phase[self.key]
-        counted = phase == DECODE if self.stepped else phase != PREFILL
+        """Kernels and GPU time (ns) that the per-step totals divide: those of the keys
+        :meth:`counted` holds."""
+        counted = self.counted()[self.key]
         return int(counted.sum()), float(self.p["duration"].to_numpy()[counted].sum())
 
     def sequences(self, wanted: list[str]) -> dict[str, list[str]]:
@@ -252,7 +274,8 @@ def _side(trace: Trace, step_regex: str | None, layer_regex: str | None) -> _Sid
     # ``decode/step_0``) are several. A step that launched nothing still counts, as in
     # launches_per_step and the report.
     n_steps, n_prefills = info.count(DECODE), info.count(PREFILL)
-    return _Side(p, key, keys, key_phase, max(n_steps, 1), max(n_prefills, 1), n_steps > 0)
+    range_key = pd.Series(keys[codes[:len(used)]], index=used, dtype=object)
+    return _Side(p, key, keys, key_phase, max(n_steps, 1), max(n_prefills, 1), n_steps > 0, range_key)
 
 
 def step_free(paths: np.ndarray, stepped: np.ndarray, part: np.ndarray | None = None,
@@ -300,6 +323,7 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
     r["status"] = np.where(r["kernels_a"].isna(), "only_b", np.where(r["kernels_b"].isna(), "only_a", "both"))
     r["name"] = r["name_a"].fillna(r["name_b"])
     r["phase"] = r["phase_a"].fillna(r["phase_b"])
+    r["per_step"] = r["per_step_a"].fillna(False).astype(bool) | r["per_step_b"].fillna(False).astype(bool)
     r["layer"] = r["layer_a"].fillna(r["layer_b"]).astype(np.int64)
     for col in ("kernels", "gpu_time_ns", "kernels_total", "gpu_time_total_ns"):
         for s in ("a", "b"):
@@ -311,7 +335,7 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
     with np.errstate(divide="ignore", invalid="ignore"):
         r["delta_gpu_time_pct"] = np.where(r["gpu_time_ns_a"] > 0, 100.0 * r["delta_gpu_time_ns"] / r["gpu_time_ns_a"], np.nan)
     r = r.reset_index().rename(columns={"key": "range"})
-    r = r[["range", "name", "layer", "phase", "status", "kernels_a", "kernels_b", "delta_kernels", "gpu_time_ns_a",
+    r = r[["range", "name", "layer", "phase", "per_step", "status", "kernels_a", "kernels_b", "delta_kernels", "gpu_time_ns_a",
            "gpu_time_ns_b", "delta_gpu_time_ns", "delta_gpu_time_pct", "kernels_total_a", "kernels_total_b",
            "gpu_time_total_ns_a", "gpu_time_total_ns_b"]]
 
@@ -334,7 +358,7 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
         lambda k: bool(alignments[k].removed or alignments[k].added) if k in alignments else False)
     r["changed"] = np.where(kernels_changed, "kernels", np.where(moved, "time", ""))
 
-    layers = _layers(r[r["phase"] != "prefill"])
+    layers = per_layer(r[r["per_step"]])
     (ka_dec, ga_dec), (kb_dec, gb_dec) = fa.decode_totals(), fb.decode_totals()
     totals = {
         "steps_a": na, "steps_b": nb,
@@ -353,20 +377,8 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
         "unattributed_b": fb.count((NO_RANGE, NO_LAUNCH)),
     }
     return TraceDiff(a.label, b.label, r, layers, {"a": na, "b": nb}, alignments, totals,
-                     trace_timing(a, b), (work_units(a.meta), work_units(b.meta)))
-
-
-# A range's per-step GPU time "changed" when it moved by at least this much (both): the time
-# of an unchanged range moves a little between any two captures.
-TIME_CHANGE_NS = 1000
-TIME_CHANGE = 0.2
-
-
-def time_moved(a, b):
-    """Whether per-step GPU times ``a`` -> ``b`` (scalars or arrays) moved enough to call the
-    range changed (see :data:`TIME_CHANGE`, :data:`TIME_CHANGE_NS`)."""
-    delta = np.abs(np.asarray(b, dtype=float) - np.asarray(a, dtype=float))
-    return (delta >= TIME_CHANGE_NS) & (delta >= TIME_CHANGE * np.asarray(a, dtype=float))
+                     trace_timing(a, b), (work_units(a.meta), work_units(b.meta)),
+                     (fa.range_key, fb.range_key))
 
 
 def _count_changes(r: pd.DataFrame, alignments: dict[str, Alignment], fa: _Side, fb: _Side) -> None:
@@ -389,12 +401,3 @@ def _count_changes(r: pd.DataFrame, alignments: dict[str, Alignment], fa: _Side,
                 times = max(1, int(round(abs(delta))))
                 ops.append(("added" if delta > 0 else "removed", [name] * times))
         alignments[k] = Alignment([op for op in ops if op[1]])
-
-
-def _layers(r: pd.DataFrame) -> pd.DataFrame:
-    g = r.groupby(["layer", "name"], sort=True)
-    out = g[["kernels_a", "kernels_b", "gpu_time_ns_a", "gpu_time_ns_b"]].sum().reset_index()
-    out = out.rename(columns={"name": "range"})
-    out["delta_kernels"] = out["kernels_b"] - out["kernels_a"]
-    out["delta_gpu_time_ns"] = out["gpu_time_ns_b"] - out["gpu_time_ns_a"]
-    return out

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.schema import Trace
-from .diff import time_moved
+from .per_step import time_moved
 from .trt_layers import engine_layers
 
 _NS_PER_MS = 1e6

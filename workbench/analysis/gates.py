@@ -73,6 +73,9 @@ def _time_gate(d: TraceDiff, metric: str, value: float) -> str | None:
     if c is None:
         raise WorkbenchError(f"--fail-if {metric}>{value:g}%", f"{metric} is not timed in both A and B "
                                                                "(nothing to gate)")
+    if not c.interval:
+        raise WorkbenchError(f"--fail-if {metric}>{value:g}%", f"{metric} has too few samples to gate on "
+                                                               f"({c.verdict})")
     if not (c.ci_low > 1.0 and c.ratio > 1.0 + value / 100.0):
         return None
     return (f"{metric}: {ms(c.a_median)} ms -> {ms(c.b_median)} ms, {c.ratio:.3f}x ({CONFIDENCE:.0%} CI "

@@ -48,27 +48,29 @@ def _say(msg: str = "") -> None:
     print(msg, flush=True)
 
 
-def _headline(d) -> None:
-    from ..textfmt import MICRO_ASCII, num, us
-    from ..textfmt import clean
+def _headline(d, metas: tuple) -> None:
+    """The diff in a few lines, worded for what the traces hold (CPU ops on a CPU), with what the
+    numbers mean there: a CPU capture runs Triton under its interpreter, so counts lead."""
+    from ..analysis.per_step import describe
+    from ..reporting.words import words
+    from ..textfmt import MICRO_ASCII, clean, num, us
+    from ..trace.manifest import interpreter_note
 
+    w = words(metas)
     t = d.totals
     _say(f"  {clean(d.a)} -> {clean(d.b)}")
-    _say(f"  kernels/step {num(t['kernels_per_step_a'])} -> {num(t['kernels_per_step_b'])}; "
-         f"time/step {us(t['gpu_time_per_step_ns_a'], MICRO_ASCII)} -> {us(t['gpu_time_per_step_ns_b'], MICRO_ASCII)}")
-    changed = d.changed(1)
-    if not len(changed):
-        return
-    name = changed["name"].iloc[0]
-    rows = d.ranges[(d.ranges["name"] == name) & (d.ranges["layer"] >= 0)]
-    if len(rows):
-        counts = ", ".join(f"{num(a)} -> {num(b)}" for a, b in sorted(set(zip(rows["kernels_a"], rows["kernels_b"]))))
-        time_a, time_b = rows["gpu_time_ns_a"].sum(), rows["gpu_time_ns_b"].sum()
-        _say(f"  most changed range {clean(name)!r}: kernels per layer and step {counts} in {len(rows)} layers; "
-             f"time per step {us(time_a, MICRO_ASCII)} -> {us(time_b, MICRO_ASCII)}")
-    first = changed["range"].iloc[0]
-    if first in d.alignments:
-        _say(f"  {clean(first)}: {clean(d.alignments[first].describe())}")
+    notes = [n for n in (interpreter_note(m) for m in metas) if n]
+    _say(f"  {w.units} per decode step {num(t['kernels_per_step_a'])} -> {num(t['kernels_per_step_b'])}"
+         + ("" if notes else f"; {w.time} per decode step {us(t['gpu_time_per_step_ns_a'], MICRO_ASCII)} -> "
+                             f"{us(t['gpu_time_per_step_ns_b'], MICRO_ASCII)}"))
+    for n in dict.fromkeys(notes):
+        _say(f"  note: {n}")
+    g = d.groups()
+    g = g[g["changed"]]
+    if notes:  # the change in counts is what a CPU capture measures
+        g = g.iloc[(-(g["kernels_b"] - g["kernels_a"]).abs()).argsort(kind="stable").to_numpy()]
+    if len(g):
+        _say(f"  most changed: {clean(describe(g.iloc[0], w.units, '->', MICRO_ASCII))}")
 
 
 def run(args) -> int:
@@ -92,7 +94,8 @@ def run(args) -> int:
             _say(f"\n  no committed {case} traces found; skipping that comparison")
             continue
         _say(f"\nCommitted {case} traces")
-        _headline(wb.diff(wb.open_trace(chosen[0], root), wb.open_trace(chosen[1], root)))
+        a, b = wb.open_trace(chosen[0], root), wb.open_trace(chosen[1], root)
+        _headline(wb.diff(a, b), (a.meta, b.meta))
         r = wb.report(*chosen, html=out / f"{case}-report.html", md=out / f"{case}-report.md",
                       sweep=args.sweep if with_sweep else None, root=root)
         _say(f"  report: {', '.join(r.written)}")
@@ -120,7 +123,8 @@ def _capture(wb, root: Path, out: Path, device: str | None) -> None:
                    progress=sys.stderr.isatty(), command=["workbench", "demo"])
         names.append(name)
         _say(f"  captured {root / name}")
-    _headline(wb.diff(wb.open_trace(names[0], root), wb.open_trace(names[1], root)))
+    a, b = wb.open_trace(names[0], root), wb.open_trace(names[1], root)
+    _headline(wb.diff(a, b), (a.meta, b.meta))
     r = wb.report(names[0], names[1], html=out / f"{device.split(':')[0]}-capture-report.html",
                   md=out / f"{device.split(':')[0]}-capture-report.md", root=root)
     _say(f"  report: {', '.join(r.written)}")

@@ -3,8 +3,9 @@ confidence intervals, CI gates.
 
 ``--json`` prints one object: ``a``, ``b`` (the traces' labels), ``ranges`` (per-range rows,
 with each range's aligned kernels), ``timing`` (one object per phase both traces timed: a
-``stats.Comparison`` plus ``unit`` and where each side's samples came from), ``totals`` and
-``steps``.
+``stats.Comparison`` plus ``unit`` and where each side's samples came from), ``totals``,
+``steps``, ``groups`` (the per-decode-step ranges grouped by label across layers:
+``analysis.per_step.by_label``) and ``prefill_groups`` (the same for prefill, per prefill).
 
 Two TensorRT engines imported from trtexec are compared layer by layer instead
 (``analysis.engine_diff``): ``--json`` then prints ``a``, ``b``, ``layers`` (one row per matched
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..textfmt import MICRO_ASCII, ms, num, us
+from ..textfmt import ms
 from .output import finite, records
 
 # Timed phase (a stats.PHASE_SAMPLES key) -> how the text names it.
@@ -43,11 +44,6 @@ def add_parser(sub) -> None:
     s.set_defaults(func=run)
 
 
-def _us(ns: float) -> str:
-    """Terminal output stays ASCII."""
-    return us(ns, MICRO_ASCII)
-
-
 def run(args) -> int:
     from ..analysis.diff import diff
     from ..analysis.gates import check_gates
@@ -55,7 +51,7 @@ def run(args) -> int:
     from .args import apply_phase_args, import_options
     from ..trace import open_trace
     from ..trace.compiled import compiled_note
-    from ..trace.manifest import graph_note, work_units
+    from ..trace.manifest import graph_note, interpreter_note, work_units
     from .sets import maybe_diff
 
     if (done := maybe_diff(args)) is not None:  # two trace sets, rank against rank
@@ -78,53 +74,18 @@ def run(args) -> int:
     elif engines is not None:
         _engine_text(engines, (a.meta, b.meta), args.top, clean, _timing_text(d, a.meta, b.meta, sources))
     else:
-        notes = tuple("\n   ".join(n for n in (graph_note(t.meta), compiled_note(t.meta)) if n) or None for t in (a, b))
-        _text(d, args.top, clean, _timing_text(d, a.meta, b.meta, sources), notes)
+        from ..reporting.words import words
+        from .diff_text import text
+
+        notes = tuple("\n   ".join(n for n in (graph_note(t.meta), compiled_note(t.meta), interpreter_note(t.meta)) if n)
+                      or None for t in (a, b))
+        timing = _timing_text(d, a.meta, b.meta, sources)
+        if d.timing and (why := _confounded(a, b, d)):
+            timing += f"  wall time confounded: {why}: read the per-step counts and times below, not these verdicts\n"
+        text(d, args.top, timing, notes, words((a.meta, b.meta)))
     for f in failed:
         print(f"workbench: gate failed: {f}", file=sys.stderr)
     return 1 if failed else 0
-
-
-def _text(d, top: int, clean, timing: str, graphs: tuple) -> None:
-    t = d.totals
-    out = sys.stdout.write
-    for side, label, note in (("a", d.a, graphs[0]), ("b", d.b, graphs[1])):
-        out(f"{side.upper()}: {clean(label)}: {t['steps_' + side]} step(s), {num(t['kernels_per_step_' + side])} "
-            f"kernels/step, {_us(t['gpu_time_per_step_ns_' + side])} GPU time/step, "
-            f"{_us(t['gpu_proj_per_step_ns_' + side])} GPU projection/step (nvtx_gpu_proj)\n"
-            + (f"   {note}\n" if note else ""))
-    out(f"kernels/step {num(t['kernels_per_step_a'])} -> {num(t['kernels_per_step_b'])}; "
-        f"GPU time/step {_us(t['gpu_time_per_step_ns_a'])} -> {_us(t['gpu_time_per_step_ns_b'])}; "
-        f"GPU projection/step {_us(t['gpu_proj_per_step_ns_a'])} -> {_us(t['gpu_proj_per_step_ns_b'])}; "
-        f"total kernels {t['kernels_a']} -> {t['kernels_b']}\n")
-    out(timing)
-    if none := d.nothing_in_common():
-        out(f"\n{none}; nothing to compare range by range.\n")
-    else:
-        changed = d.changed(top)
-        both = d.ranges[d.ranges["status"] == "both"]
-        out(f"\n{d.common} range(s) in common; {int((both['changed'] != '').sum())} changed (kernels, or GPU time by 20% "
-            f"and 1 us). Top {len(changed)} by GPU time change (per step):\n")
-        for r in changed.itertuples():
-            al = d.alignments.get(r.range)
-            out(f"  {clean(r.range)}: kernels {num(r.kernels_a)} -> {num(r.kernels_b)}, GPU {_us(r.gpu_time_ns_a)} -> "
-                f"{_us(r.gpu_time_ns_b)}" + (f"\n      {clean(al.describe())}" if al and r.status == "both" else "") + "\n")
-        lay = d.layers[d.layers["layer"] >= 0]
-        if len(lay):
-            out("\nper layer (kernels per step, A -> B):\n")
-            for (layer, grp) in lay.groupby("layer"):
-                cells = ", ".join(f"{clean(str(x.range))} {num(x.kernels_a)}->{num(x.kernels_b)}" for x in grp.itertuples())
-                out(f"  layer {layer}: {cells}\n")
-    for status, label in (("only_a", "only in A"), ("only_b", "only in B")):
-        rows = d.ranges[d.ranges["status"] == status]
-        if len(rows):
-            out(f"\n{label} ({len(rows)}):\n")
-            for r in rows.head(top).itertuples():
-                al = d.alignments.get(r.range)
-                out(f"  {clean(r.range)}: {num(r.kernels_a if status == 'only_a' else r.kernels_b)} kernels/step"
-                    + (f"\n      {clean(al.describe())}" if al else "") + "\n")
-            if len(rows) > top:
-                out(f"  ... {len(rows) - top} more\n")
 
 
 def _engine_text(e, metas: tuple[dict, dict], top: int, clean, timing: str) -> None:
@@ -167,6 +128,20 @@ def _engine_text(e, metas: tuple[dict, dict], top: int, clean, timing: str) -> N
                 out(f"  ... {len(rows) - top} more\n")
 
 
+def _confounded(a, b, d) -> str | None:
+    """Why the pair's wall-time comparison is confounded (``analysis.confounding``), or None."""
+    from ..analysis.busy import busy_per_step
+    from ..analysis.confounding import assess
+    from ..trace.manifest import work_units
+
+    def busy(t):
+        f = busy_per_step(t)["busy_fraction"].dropna() if work_units(t.meta) == "kernel" else ()
+        return float(f.median()) if len(f) else None
+
+    c = assess(a, b, d, (busy(a), busy(b)))
+    return "; ".join(c.reasons(arrow="->")) if c.confounded else None
+
+
 def samples_source(meta: dict) -> str:
     """Where ``stats.timed_samples`` takes a trace's samples from: ``timing_bench`` (an
     interleaved ``workbench bench --store``) when the manifest holds it, else ``timing``."""
@@ -177,13 +152,13 @@ def samples_source(meta: dict) -> str:
 
 def timing_line(c) -> str:
     """``decode step: 0.6262 ms -> 0.4180 ms, 0.667x (95% CI 0.662-0.677x): faster``."""
-    from ..analysis.stats import CONFIDENCE
+    from ..analysis.stats import change_text
 
     from ..analysis.inferred.timing import source
 
     where = source(c)
-    return (f"{PHASE_NAMES.get(c.metric, c.metric)}: {ms(c.a_median)} ms -> {ms(c.b_median)} ms, {c.ratio:.3f}x "
-            f"({CONFIDENCE:.0%} CI {c.ci_low:.3f}-{c.ci_high:.3f}x): {c.verdict}" + (f" [{where}]" if where else ""))
+    return (f"{PHASE_NAMES.get(c.metric, c.metric)}: {ms(c.a_median)} ms -> {ms(c.b_median)} ms, {change_text(c)}"
+            + (f" [{where}]" if where else ""))
 
 
 def _timing_text(d, meta_a: dict, meta_b: dict, sources: tuple[str, str]) -> str:
@@ -206,8 +181,13 @@ def _timing_text(d, meta_a: dict, meta_b: dict, sources: tuple[str, str]) -> str
 def _json(d, sources: tuple[str, str]) -> dict:
     import pandas as pd
 
+    from ..analysis.per_step import by_label
+
+    r = d.ranges
+    prefill = r[(r["phase"] == "prefill") & ~r["per_step"]]
     return {"a": d.a, "b": d.b, "ranges": records(pd.DataFrame(d.to_rows())), "timing": _timing_json(d, sources),
-            "totals": finite(d.totals), "steps": finite(d.steps)}
+            "totals": finite(d.totals), "steps": finite(d.steps),
+            "groups": records(d.groups()), "prefill_groups": records(by_label(prefill))}
 
 
 def _timing_json(d, sources: tuple[str, str]) -> list:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 
+from ..analysis.confounding import assess
 from ..trace.manifest import lookup
 from . import checks, provenance, results, tables, timing
 from .inputs import Input, Sweep
@@ -60,7 +61,8 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
     launches = [results.launches(i) for i in inputs]
     busies = [results.busy(i) for i in inputs]
     words = words_of(i.meta for i in inputs)
-    headline = results.headline(phases, comps, launches, busies, words)
+    conf = assess(base.trace, fix.trace, d, tuple(b["fraction"] if b else None for b in busies[:2]))
+    headline = results.headline(phases, comps, launches, busies, words, conf, tables.top_changes(d, words, by_count=any(conf.interpreted)))
     if none := d.nothing_in_common(("base", "fix")):  # first: it tells how to read every number after it
         headline.insert(0, Headline("range paths", "", "", none, caveat=True))
     correctness, corr_gaps, corr_summary = checks.correctness(inputs)
@@ -74,7 +76,7 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
                  [x for e in extras for x in (f", {e.role} ", Code(e.name))],
         headline=headline,
         commands=[(i.role, i.name, provenance.command(i.meta)) for i in inputs],
-        results=results.results(inputs, phases, comps, launches, busies, words),
+        results=results.results(inputs, phases, comps, launches, busies, words, conf.confounded),
         variant_changes=_variant_changes(base, fix),
         layer_counts=tables.layer_counts(d, names, words) if names else None,
         range_times=tables.range_times(d, names, words) if names else None,

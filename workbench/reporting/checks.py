@@ -117,7 +117,8 @@ def gaps(inputs: list[Input], phases: list[dict], d, sweep: Sweep | None, corr_g
             what.append("no GPU recorded in the trace's environment")
         missing = [label for label, paths in ENV_ITEMS
                    if label in ("torch", "triton", "Engine git revision", "Workbench git revision")
-                   and env_value(label, paths, i) is None]
+                   and env_value(label, paths, i) is None
+                   and (label != "Engine git revision" or lookup(i.meta, "capture", "engine") is not None)]
         if missing:
             what.append(", ".join(missing) + " " + NOT_RECORDED)
         for w in what:

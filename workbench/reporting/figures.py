@@ -107,14 +107,15 @@ def build(inputs, d, names: list[str], words, sweep=None, primary=()) -> list[tu
     key = _first_changed_key(d, names) if names else None
     if key is not None:
         base, fix = inputs[0], inputs[1]
-        where = None if key == "(step)" else key  # kernels directly in a step: show the first step
+        where = None if key == "(step)" else key  # kernels directly in a step: show a typical step
         try:
             # One kernel colour map for both: the kernels whose count differs stand out.
             fa, fb = viz.timeline_pair((base.trace, fix.trace), where)
         except Exception:  # a range the window selector cannot find: skip the timeline, keep the report
             fa = fb = None
         if fa is not None:
-            what = "the first step" if where is None else key
+            what = ("a typical decode step" if where is None else
+                    f"{key} (its typical instance: a decode step's, of median duration)")
             figs.append(("kernels", f"{w.Unit} timeline of {what}, one row per {w.lane} (base)", fa))
             figs.append(("kernels", f"{w.Unit} timeline of {what}, one row per {w.lane} (fix)", fb))
     labelled = {f"{i.role}: {i.name}": i.trace for i in inputs}

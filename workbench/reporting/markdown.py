@@ -102,7 +102,7 @@ def render(r: Report) -> str:
             f"{code(k)} {code(a)} → {code(b)}" for k, a, b in r.variant_changes))
         out.append("")
 
-    out += [f"## Per-layer {text(w.unit)} counts of the ranges that changed", ""]
+    out += [f"## Per-layer {text(w.unit)} counts and {text(w.time)} of the ranges that changed", ""]
     if r.layer_counts is not None:
         out += [table(r.layer_counts), ""]
     elif r.changed_ranges:

@@ -66,8 +66,12 @@ ENV_ITEMS: list[tuple[str, tuple]] = [
     ("OS", (("env", "os"), ("env", "platform"))),
     ("Engine", ()),  # from capture.engine and capture.engine_info
     ("Engine git revision", (("env", "engine_git"), ("env", "engine_revision"), ("capture", "engine_revision"))),
-    ("Workbench git revision", (("env", "git", "revision"), ("env", "workbench_revision"))),
+    # A capture of a user's command records the workbench's revision as ``workbench_git`` and the
+    # user's working directory's as ``git`` (capturing/env.py); a workload capture has ``git`` only.
+    ("Workbench git revision", (("env", "workbench_git", "revision"), ("env", "git", "revision"),
+                                ("env", "workbench_revision"))),
 ]
+PROGRAM_GIT = "Program git revision (its working directory)"
 # The env keys a row above shows; every other key a manifest records gets a row of its own.
 _ENV_USED = {p[1] for _, paths in ENV_ITEMS for p in paths if p[0] == "env" and len(p) > 1}
 
@@ -95,14 +99,17 @@ def env_value(label: str, paths: tuple, inp: Input) -> str | None:
     if label == NSYS and v is None and "nsight" in str(lookup(meta, "source", "tool") or "").lower():
         v = lookup(meta, "source", "tool_version")
         v = None if v is None else str(v)
-    if label == "Workbench git revision" and v is not None:
-        git = lookup(meta, "env", "git")
+    if label == PROGRAM_GIT:  # only where the workbench's own is recorded apart
+        v = _first(meta, ("env", "git", "revision")) if lookup(meta, "env", "workbench_git") is not None else None
+    if label == "Engine git revision" and v is None and lookup(meta, "capture", "engine") is not None:
+        # the engines live in the workbench's repository
+        v = _first(meta, ("env", "workbench_git", "revision"), ("env", "git", "revision"))
+        label = "Workbench git revision"
+    if label in ("Workbench git revision", PROGRAM_GIT) and v is not None:
+        which = "git" if label == PROGRAM_GIT or lookup(meta, "env", "workbench_git") is None else "workbench_git"
+        git = lookup(meta, "env", which)
         if isinstance(git, dict) and git.get("dirty"):
             v += " (with uncommitted changes)"
-    if label == "Engine git revision" and v is None and lookup(meta, "capture", "engine") is not None:
-        rev = lookup(meta, "env", "git", "revision")
-        if rev:
-            v = str(rev)  # the engines live in the workbench's repository
     return v
 
 
@@ -137,7 +144,9 @@ def environment(inputs: list[Input]) -> Table:
     from ..vocabulary import VERSION
 
     rows = []
-    for label, paths in ENV_ITEMS:
+    items = ENV_ITEMS + ([(PROGRAM_GIT, ())] if any(lookup(i.meta, "env", "workbench_git") is not None
+                                                    for i in inputs) else [])
+    for label, paths in items:
         vals = [(i.role, env_value(label, paths, i)) for i in inputs]
         rows.append([label, *_merge_cells(vals)])
     extra = sorted({k for i in inputs for k in section(i.meta, ENV) if k not in _ENV_USED})

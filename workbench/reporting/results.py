@@ -2,15 +2,17 @@
 counted in the trace itself, the work launched, its summed time and, for device work, how much
 of the step the device was busy (:mod:`workbench.analysis.busy`); and the headline made of them.
 
-A step whose device is busy for less than ``HOST_BOUND`` of its wall time waits on the host
-(launch overhead, Python, synchronization): the headline then says so first, because a
-wall-clock verdict on such captures measures the host, while the device time and the launch
-count measure the change itself.
+A wall-time comparison can be confounded (:mod:`workbench.analysis.confounding`: a step whose
+device is busy for less than ``HOST_BOUND`` of its wall time waits on the host; ranges the change
+did not touch moved on the host beyond their noise): the headline then says so first, with the
+evidence, leads with what the change moves (launches and device time per decode step) and gives
+the wall times without a verdict.
 """
 
 from __future__ import annotations
 
 from .. import textfmt as fmt
+from ..analysis.confounding import HOST_BOUND
 from . import timing
 from .inputs import Input
 from .model import Code, Headline, Mixed, Table
@@ -19,7 +21,6 @@ from .words import words as words_of
 
 NO_STEPS = "n/a (no step ranges)"
 NO_DEVICE = "n/a (no device work: a CPU capture)"
-HOST_BOUND = 0.5
 
 
 def launches(inp: Input) -> dict | None:
@@ -117,13 +118,13 @@ def _note(inputs: list[Input], words: Words, busy_shown: bool) -> str:
             f"its captured decode steps (step ranges): {words.launches} and their time are the mean per step, "
             "as the diff counts them, with min–max over steps and no interval (a capture holds a few steps).")
     if busy_shown:
-        note += (" GPU busy is the union of a step's kernels' intervals on every stream and device "
-                 "(overlap counted once) over the step range's wall time on the host, median over steps. Below "
-                 f"{HOST_BOUND:.0%} the step waits on the host (launches, Python, synchronization): host/launch-bound, "
-                 "and its wall time measures the host more than the GPU work. Above 100% the kernels ran on past the "
-                 "range's end: the host ran ahead of the GPU. The traced steps ran under the profiler, which slows "
-                 "the host: their wall time can exceed the timed decode step, and the fraction is then lower than "
-                 "without it.")
+        note += (" GPU busy is the union of a step's kernels' intervals on every stream of its busiest device "
+                 "(overlap counted once) over the step's wall time: the longer of its range on the host and its "
+                 "kernels' span on the device (under CUDA graphs they run on past the range's end), so never above "
+                 f"100%; median over steps. Below {HOST_BOUND:.0%} the step waits on the host (launches, Python, "
+                 "synchronization): host/launch-bound, and its wall time measures the host more than the GPU work. "
+                 "The traced steps ran under the profiler, which slows the host: their wall time can exceed the timed "
+                 "decode step, and the fraction is then lower than without it.")
     cpu = [i for i in inputs if not trace_words(i.meta).device]
     if cpu:
         which = "These traces hold" if len(cpu) == len(inputs) else \
@@ -137,9 +138,10 @@ def _extra(cell: str, change: str) -> str:
 
 
 def results(inputs: list[Input], phases: list[dict], comps: list[dict], launched: list, busies: list,
-            words: Words) -> Table:
+            words: Words, confounded: bool = False) -> Table:
     """The "Commands and Results" table: timed phases, then launches, time and busy per step.
-    ``comps[i]``: phase -> comparison of trace i against the base (``comps[0]`` unused)."""
+    ``comps[i]``: phase -> comparison of trace i against the base (``comps[0]`` unused);
+    ``confounded``: fix against base gets no wall-time verdict (``analysis.confounding``)."""
     base, fix, extras = inputs[0], inputs[1], inputs[2:]
     headers = ["Metric", Mixed(("base: ", Code(base.name))), Mixed(("fix: ", Code(fix.name))),
                "Change (fix vs base)"] + [Mixed((f"{e.role}: ", Code(e.name))) for e in extras]
@@ -147,7 +149,7 @@ def results(inputs: list[Input], phases: list[dict], comps: list[dict], launched
     for p in timing.names(phases):
         what = next((ph[p]["what"] for ph in phases if p in ph and ph[p].get("what")), "")
         st = [ph.get(p) for ph in phases]
-        ch = [timing.change(st[0], s, c.get(p)) for s, c in zip(st, comps)]
+        ch = [timing.change(st[0], s, c.get(p), confounded and k == 1) for k, (s, c) in enumerate(zip(st, comps))]
         cells = [timing.stat_cell(s) for s in st]
         rows.append([f"{p} (median, min–max{', ' + what if what else ''})", cells[0], cells[1], ch[1],
                      *[_extra(c, x) for c, x in zip(cells[2:], ch[2:])]])
@@ -185,40 +187,45 @@ def _projection_row(inputs: list) -> list:
             *[_extra(c, x) for c, x in zip(cells[2:], vs[2:])]]
 
 
-def _host_bound(busies: list, launched: list, words: Words) -> Headline | None:
-    """The headline's first item when base or fix waits on the host for most of a step."""
-    a, b = busies[0], busies[1]
-    if a is None or b is None:
-        return None
-    bound = [x["fraction"] < HOST_BOUND for x in (a, b)]
-    if not any(bound):
-        return None
-    who = "host/launch-bound" if all(bound) else f"{'base' if bound[0] else 'fix'} host/launch-bound, " \
-                                                 f"{'fix' if bound[0] else 'base'} not"
+def _confounded(conf, words: Words) -> Headline:
+    """The headline's first item when the wall-time comparison is confounded, with the evidence."""
+    read = (f"the {words.launches} per decode step" if any(conf.interpreted)
+            else f"the {words.launches} and {words.time} per decode step")
+    return Headline("wall-time comparison", "", "",
+                    f"confounded: {'; '.join(conf.reasons())}. Read {read}, which the change moves; the times below "
+                    "carry no verdict", caveat=True)
+
+
+def _unjudged(a: dict, b: dict) -> str:
+    x, y = float(a["median"]), float(b["median"])
+    return f"{y / x:.2f}x (confounded: no verdict)" if x > 0 else "n/a"
+
+
+def headline(phases: list[dict], comps: list[dict], launched: list, busies: list, words: Words,
+             conf=None, changed: list[str] = ()) -> list[Headline]:
+    """The numbers a PR description leads with (base vs fix); ``conf``: the pair's
+    :class:`~workbench.analysis.confounding.Confounding`, when known; ``changed``: what changed
+    most, one line per range label (:func:`workbench.analysis.per_step.describe`), put first."""
+    out = [Headline("changed most", "", "", line) for line in changed]
+    confounded = conf is not None and conf.confounded
     la, lb = launched[0], launched[1]
-    counts = f" with {fmt.num(la['kernels_mean'])} → {fmt.num(lb['kernels_mean'])} {words.launches} per step" \
-        if la and lb else ""
-    reading = ("the wall-time verdicts reflect the host, the GPU-time and launch numbers the change" if all(bound)
-               else "the wall-time verdicts compare a host-bound step with one that is not")
-    return Headline("GPU busy per decode step", _share(a["fraction"]), _share(b["fraction"]),
-                    f"{who}{counts}: {reading}", caveat=True)
-
-
-def headline(phases: list[dict], comps: list[dict], launched: list, busies: list, words: Words) -> list[Headline]:
-    """The numbers a PR description leads with (base vs fix)."""
-    out = []
-    bound = _host_bound(busies, launched, words)
-    if bound is not None:
-        out.append(bound)
+    work = []
+    if la and lb:
+        work.append(Headline(f"{words.launches} per decode step", fmt.num(la["kernels_mean"]),
+                             fmt.num(lb["kernels_mean"]), fmt.pct(lb["kernels_mean"], la["kernels_mean"])))
+        work.append(Headline(f"{words.time} per decode step", fmt.us(la["gpu_mean"]), fmt.us(lb["gpu_mean"]),
+                             _time_change(la["gpu_mean"], lb["gpu_mean"])))
+    if confounded:
+        if any(conf.interpreted):  # the counts first: the times, the "changed most" among them, are the interpreter's
+            out = work[:1] + out + work[1:]
+        else:
+            out += work
+        out.insert(0, _confounded(conf, words))
     for p in timing.ORDER:
         a, b = phases[0].get(p), phases[1].get(p)
         if a and b:
-            out.append(Headline(p, f"{fmt.ms(a['median'])} ms", f"{fmt.ms(b['median'])} ms",
-                                timing.change(a, b, comps[1].get(p))))
-    la, lb = launched[0], launched[1]
-    if la and lb:
-        out.append(Headline(f"{words.launches} per decode step", fmt.num(la["kernels_mean"]),
-                            fmt.num(lb["kernels_mean"]), fmt.pct(lb["kernels_mean"], la["kernels_mean"])))
-        out.append(Headline(f"{words.time} per decode step", fmt.us(la["gpu_mean"]), fmt.us(lb["gpu_mean"]),
-                            _time_change(la["gpu_mean"], lb["gpu_mean"])))
+            change = _unjudged(a, b) if confounded else timing.change(a, b, comps[1].get(p))
+            out.append(Headline(p, f"{fmt.ms(a['median'])} ms", f"{fmt.ms(b['median'])} ms", change))
+    if not confounded:
+        out += work
     return out

@@ -4,8 +4,10 @@ sequences, and the sweep as a table with its notes.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import textfmt as fmt
-from ..analysis.diff import TIME_CHANGE, TIME_CHANGE_NS, time_moved
+from ..analysis.per_step import TIME_CHANGE, TIME_CHANGE_NS, describe, labels
 from .inputs import Sweep
 from .model import AlignGroup, Code, Table, listing
 from .words import Words
@@ -18,28 +20,32 @@ MAX_OPS = 200  # lines of one aligned sequence
 
 
 def ranges_view(d):
-    """``d.ranges`` with ``name`` made readable for keys that are not a range of their own:
-    kernels launched directly inside a step show as ``(step)``, unattributed ones by their key."""
-    r = d.ranges
-    special = r["range"].astype(str).str.startswith("(")
-    if special.any():
-        r = r.copy()
-        r["name"] = r["name"].astype(str).where(~special, r["range"].astype(str))
-    return r
+    """The diff's per-decode-step ranges (``d.per_step()``: prefill and work outside the steps
+    are never added into a per-step number) with ``name`` made readable for keys that are not a
+    range of their own: kernels launched directly inside a step show as ``(step)``, unattributed
+    ones by their key."""
+    r = d.per_step()
+    return r.assign(name=labels(r)) if len(r) else r
 
 
 def changed_names(d) -> list[str]:
-    r = ranges_view(d)
-    if not len(r):
-        return []
-    names = set(r.loc[r["kernels_a"] != r["kernels_b"], "name"].astype(str))
-    names |= set(r.loc[r["status"] != "both", "name"].astype(str))
-    g = r.groupby("name", sort=True)[["gpu_time_ns_a", "gpu_time_ns_b"]].sum()
-    for name, row in g.iterrows():
-        a, b = float(row["gpu_time_ns_a"]), float(row["gpu_time_ns_b"])
-        if time_moved(a, b):
-            names.add(str(name))
-    return sorted(names)
+    """The labels of the per-step ranges that changed in any layer (``d.groups()``)."""
+    g = d.groups()
+    return sorted(g.loc[g["changed"], "range"].astype(str)) if len(g) else []
+
+
+TOP_CHANGES = 1  # range labels a headline names: the one that changed most
+
+
+def top_changes(d, words: Words, n: int = TOP_CHANGES, by_count: bool = False) -> list[str]:
+    """The range labels whose GPU time per decode step changed most (``by_count``: whose count
+    did, where the times measure something else), one line each (``attention in all 32 layers:
+    94.1 → 72.0 µs each per decode step, 0.77x; kernels 2 each``)."""
+    g = d.groups()
+    g = g[g["changed"]]
+    if by_count:
+        g = g.iloc[np.argsort(-(g["kernels_b"] - g["kernels_a"]).abs().to_numpy(), kind="stable")]
+    return [describe(row, words.units) for row in g.head(n).itertuples(index=False)]
 
 
 def _arrow(a: float, b: float) -> str:
@@ -48,53 +54,65 @@ def _arrow(a: float, b: float) -> str:
 
 def layer_counts(d, names: list[str], words: Words) -> Table | None:
     lay = d.layers[(d.layers["layer"] >= 0) & d.layers["range"].astype(str).isin(names)]
-    moved = set(lay.loc[lay["kernels_a"] != lay["kernels_b"], "range"].astype(str))
-    lay = lay[lay["range"].astype(str).isin(moved)]  # time-only changes are in the range table
     if not len(lay):
         return None
     cols = sorted(set(lay["range"].astype(str)))
     more = 0
-    if len(cols) > MAX_COLUMNS:  # keep the ranges whose kernel counts moved most
-        moved = lay.assign(m=(lay["kernels_b"] - lay["kernels_a"]).abs()).groupby(lay["range"].astype(str))["m"].sum()
-        keep = sorted(sorted(cols, key=lambda c: (-float(moved.get(c, 0)), c))[:MAX_COLUMNS])
+    if len(cols) > MAX_COLUMNS:  # keep the ranges whose kernel counts, then times, moved most
+        w = lay.assign(k=(lay["kernels_b"] - lay["kernels_a"]).abs(), t=(lay["gpu_time_ns_b"] - lay["gpu_time_ns_a"]).abs())
+        moved = w.groupby(w["range"].astype(str))[["k", "t"]].sum()
+        keep = sorted(sorted(cols, key=lambda c: (-float(moved.at[c, "k"]), -float(moved.at[c, "t"]), c))[:MAX_COLUMNS])
         more = len(cols) - len(keep)
         cols = keep
         lay = lay[lay["range"].astype(str).isin(cols)]
-    cells: dict[int, dict[str, str]] = {}
+    counts: dict[int, dict[str, str]] = {}
+    times: dict[int, dict[str, tuple[float, float]]] = {}
     for row in lay.itertuples(index=False):
-        cells.setdefault(int(row.layer), {})[str(row.range)] = _arrow(row.kernels_a, row.kernels_b)
-    layers = sorted(cells)
-    # Merge runs of consecutive layers whose cells are identical: a 60-layer model stays short.
+        counts.setdefault(int(row.layer), {})[str(row.range)] = _arrow(row.kernels_a, row.kernels_b)
+        times.setdefault(int(row.layer), {})[str(row.range)] = (float(row.gpu_time_ns_a), float(row.gpu_time_ns_b))
+    # Merge runs of consecutive layers whose counts are identical (a 60-layer model stays short);
+    # a merged row's times are the mean over its layers.
     groups: list[tuple[list[int], tuple]] = []
-    for layer in layers:
-        key = tuple(cells[layer].get(c, "–") for c in cols)
+    for layer in sorted(counts):
+        key = tuple(counts[layer].get(c, "–") for c in cols)
         if groups and groups[-1][1] == key and groups[-1][0][-1] == layer - 1:
             groups[-1][0].append(layer)
         else:
             groups.append(([layer], key))
-    rows = [[fmt.layer_span(ls), *key] for ls, key in groups]
+
+    def cell(ls: list[int], c: str, count: str) -> str:
+        ts = [times[x][c] for x in ls if c in times[x]]
+        if not ts:
+            return count
+        ta, tb = (sum(t[i] for t in ts) / len(ts) for i in (0, 1))
+        return f"{count} ({fmt.us_from_ns(ta)} → {fmt.us_from_ns(tb)} {fmt.MICRO})"
+
+    rows = [[fmt.layer_span(ls), *[cell(ls, c, k) for c, k in zip(cols, key)]] for ls, key in groups]
     return Table(["Layer(s)", *[Code(c) for c in cols]], rows, numeric=tuple(range(1, len(cols) + 1)),
-                 note=f"{words.Units} per decode step in each changed range, base → fix "
-                      "(consecutive layers with identical counts share a row)."
+                 note=f"{words.Units} per decode step in each changed range of each layer, base → fix, and in "
+                      f"parentheses its {words.time} per decode step (consecutive layers with identical counts share "
+                      "a row, with their mean time)."
                       + (f" {more} more changed range(s) are in the table below." if more else ""))
 
 
 def range_times(d, names: list[str], words: Words) -> Table | None:
-    r = ranges_view(d)
-    r = r[r["name"].astype(str).isin(names)]
-    if not len(r):
+    """Per changed label, summed over its instances in one decode step (``d.groups()``)."""
+    g = d.groups()
+    g = g[g["range"].astype(str).isin(names)].sort_values("range", kind="stable")
+    if not len(g):
         return None
     rows = []
-    for name, g in r.groupby(r["name"].astype(str), sort=True):
-        ka, kb = float(g["kernels_a"].sum()), float(g["kernels_b"].sum())
-        ta, tb = float(g["gpu_time_ns_a"].sum()), float(g["gpu_time_ns_b"].sum())
-        status = sorted(set(g["status"].astype(str)))
-        where = "only in base" if status == ["only_a"] else "only in fix" if status == ["only_b"] else ""
-        rows.append([Code(name), str(len(g)) + (f" ({where})" if where else ""), _arrow(ka, kb),
+    for row in g.itertuples(index=False):
+        ia, ib = int(row.instances_a), int(row.instances_b)
+        where = "only in base" if not ib else "only in fix" if not ia else ""
+        count = str(ia) if ia == ib or where else f"{ia} → {ib}"
+        ta, tb = float(row.gpu_time_ns_a), float(row.gpu_time_ns_b)
+        rows.append([Code(str(row.range)), count + (f" ({where})" if where else ""), _arrow(row.kernels_a, row.kernels_b),
                      f"{fmt.us_from_ns(ta)} → {fmt.us_from_ns(tb)}", fmt.pct(tb, ta)])
-    return Table(["Range", "Instances per step", f"{words.Units} per step", f"{words.time} per step ({fmt.MICRO})",
-                  "Change"], rows, numeric=(1, 2, 3, 4),
-                 note=f"Summed over layers. A range is listed when its {words.unit} count changed or its "
+    return Table(["Range", "Instances per decode step", f"{words.Units} per decode step",
+                  f"{words.time} per decode step ({fmt.MICRO})", "Change"], rows, numeric=(1, 2, 3, 4),
+                 note=f"Summed over layers, decode steps only: prefill and work outside the steps are not in "
+                      f"these numbers. A range is listed when its {words.unit} count changed or its "
                       f"{words.time} moved by at least {TIME_CHANGE:.0%} (and {TIME_CHANGE_NS / 1000:g} {fmt.MICRO}).")
 
 
@@ -160,7 +178,8 @@ def sweep_table(sweep: Sweep) -> Table:
 
 
 def sweep_note(sweep: Sweep) -> list[list]:
-    """Lines: each metric's series at the longest context they share; what was left out."""
+    """Lines: each metric's series at every context they share (not only the longest: a change
+    can grow or shrink with the context), with the ratio of two series; what was left out."""
     lines: list[list] = []
     for metric in sorted(sweep.metrics, key=lambda m: (metric_rank(m), m)):
         rows = [r for r in sweep.rows if r["metric"] == metric]
@@ -173,10 +192,16 @@ def sweep_note(sweep: Sweep) -> list[list]:
         common = set.intersection(*(set(v) for v in by.values()))
         if not common:
             continue
-        c = max(common, key=float)
         unit = rows[0].get("unit", "ms")
-        lines.append([f"{metric.replace('_', ' ')} at context {c}: ",
-                      listing((Code(s), f" {fmt.ms(by[s][c])} {unit}") for s in series)])
+        line: list = [f"{metric.replace('_', ' ')} by context: "]
+        for i, c in enumerate(sorted(common, key=float)):
+            vs = [by[s][c] for s in series]
+            ratio = f" ({vs[0] / vs[1]:.2f}x)" if len(series) == 2 and vs[1] else ""
+            line += (["; "] if i else []) + [f"{c}: ", listing((Code(s), f" {fmt.ms(by[s][c])} {unit}") for s in series),
+                                            ratio]
+        if len(series) == 2:
+            line += [" (ratio: ", Code(series[0]), " / ", Code(series[1]), ")"]
+        lines.append(line)
     groups = sweep.meta.get("left_out_groups") or []
     if groups:
         lines.append(["not part of the sweep (a single context length): group(s) ", listing(map(Code, groups))])

@@ -90,16 +90,22 @@ def _x(r: float) -> str:
 
 
 def verdict(c) -> str:
-    """``0.67x (95% CI 0.66–0.68): faster``: B / A with its interval and verdict."""
-    from ..analysis.stats import CONFIDENCE
+    """``0.667x (95% CI 0.664–0.671): faster``: B / A with its interval and verdict, or
+    ``0.86x (n = 1: no interval)`` (:func:`workbench.analysis.stats.change_text`)."""
+    from ..analysis.stats import change_text
 
-    return f"{_x(c.ratio)}x ({CONFIDENCE:.0%} CI {_x(c.ci_low)}–{_x(c.ci_high)}): {c.verdict}"
+    return change_text(c, "–", "")
 
 
-def change(a: dict | None, b: dict | None, c) -> str:
-    """The change cell of one timed phase: the verdict, else the bare ratio and why no more."""
+CONFOUNDED = "confounded, no verdict (see the headline)"
+
+
+def change(a: dict | None, b: dict | None, c, confounded: bool = False) -> str:
+    """The change cell of one timed phase: the verdict, else the bare ratio and why no more;
+    ``confounded``: the interval without a verdict (``analysis.confounding``)."""
     if c is not None:
-        return verdict(c)
+        text = verdict(c)
+        return text.replace(f": {c.verdict}", f": {CONFOUNDED}") if confounded and c.interval else text
     if not a or not b:
         return "n/a"
     x, y = float(a["median"]), float(b["median"])
@@ -111,15 +117,20 @@ def stat_cell(s: dict | None) -> str:
         return NOT_TIMED
     mid, lo, hi = float(s["median"]), float(s.get("min", s["median"])), float(s.get("max", s["median"]))
     n = s.get("n")
-    runs = f", {n} {'steps' if s.get('what') == 'per step' else 'runs'}" if isinstance(n, int) else ""
-    return f"{fmt.ms(mid)} ms ({fmt.ms(lo)}–{fmt.ms(hi)}{runs})"
+    what = "step" if s.get("what") == "per step" else "run"
+    runs = f"{n} {what}{'s' if n != 1 else ''}" if isinstance(n, int) else ""
+    if lo == hi == mid:  # one sample (or all equal): no spread to show
+        return f"{fmt.ms(mid)} ms ({runs})" if runs else f"{fmt.ms(mid)} ms"
+    return f"{fmt.ms(mid)} ms ({fmt.ms(lo)}–{fmt.ms(hi)}{', ' + runs if runs else ''})"
 
 
 def method() -> str:
     """The note naming how the change column of a timed phase is worked out."""
-    from ..analysis.stats import CONFIDENCE, MIN_EFFECT, RESAMPLES
+    from ..analysis.stats import CONFIDENCE, MIN_EFFECT, MIN_SAMPLES, NO_EVIDENCE, RESAMPLES, below_threshold
 
     return (f"The change of a timed phase is fix / base of the medians with its {CONFIDENCE:.0%} confidence "
-            f"interval: a percentile bootstrap of the ratio of medians ({RESAMPLES} resamples, seeded); "
-            f"significant when the interval excludes 1 and the change is at least {MIN_EFFECT:.0%}, else "
-            "\"no significant change\".")
+            f"interval: a percentile bootstrap of the ratio of medians ({RESAMPLES} resamples, seeded), given "
+            f"{MIN_SAMPLES} samples or more on each side (with fewer the interval's ends are just the smallest and "
+            f"largest sample; \"n = 1: no interval\"). Faster or slower when the interval excludes 1 and the "
+            f"change is at least {MIN_EFFECT:.0%}; \"{below_threshold()}\" when it excludes 1 by less; "
+            f"\"{NO_EVIDENCE}\" when it holds 1.")

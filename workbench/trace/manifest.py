@@ -174,3 +174,19 @@ def graph_note(meta) -> str | None:
            "it inside the recorded window (nsys --cuda-graph-trace=node), with ranges open around it")
     head = f"{n} CUDA-graph kernels: " + ", ".join(parts) + f", {rest}" if parts else f"{n} CUDA-graph kernels"
     return f"{head} only under the range around their graph launch ({why})"
+
+
+INTERPRETER = "triton-interpreter"
+
+
+def interpreter_note(meta) -> str | None:
+    """A line for a capture whose Triton kernels ran under Triton's interpreter
+    (``TRITON_INTERPRET=1``: numpy on the host, the only way Triton runs on a CPU; a capture
+    records it as an engine setting whose value is ``triton-interpreter``), None otherwise: the
+    time of those ops measures the interpreter, not the kernel, so no view may read it as such."""
+    info = lookup(meta, "capture", "engine_info")
+    keys = sorted(str(k) for k, v in info.items() if v == INTERPRETER) if isinstance(info, Mapping) else []
+    if not keys:
+        return None
+    return (f"its Triton kernels ({', '.join(keys)}) ran under the Triton interpreter (numpy on the host): their "
+            "times measure the interpreter, not the kernels; their counts still hold")

@@ -84,8 +84,12 @@ def layer_time(d: TraceDiff, range: str | None = None):  # noqa: A002
 
 
 def _scope(d: TraceDiff, scope, max_ranges: int) -> tuple[pd.DataFrame, str]:
-    """The rows ``diff_bars`` draws for ``scope``, indexed by their bar label, and its title."""
-    r = d.ranges
+    """The rows ``diff_bars`` draws for ``scope``, indexed by their bar label, and its title: for
+    all layers or one, the per-decode-step ranges (``d.per_step()``); a range key as it is."""
+    if isinstance(scope, str):
+        r = d.ranges
+        return r[r["range"] == str(scope)].set_index("range")[_SUMS], esc(scope, 80)
+    r = d.per_step()
     if scope is None:
         names = r["name"].astype(str)
         keep = top_names(r.groupby(names)[["gpu_time_ns_a", "gpu_time_ns_b"]].sum().max(axis=1), max_ranges)
@@ -93,7 +97,7 @@ def _scope(d: TraceDiff, scope, max_ranges: int) -> tuple[pd.DataFrame, str]:
         return r.groupby(names, sort=True)[_SUMS].sum(), "all layers, per range name"
     if isinstance(scope, (int, np.integer)):
         return r[r["layer"] == int(scope)].set_index("name").sort_index(kind="stable")[_SUMS], f"layer {int(scope)}"
-    return r[r["range"] == str(scope)].set_index("range")[_SUMS], esc(scope, 80)
+    raise ValueError(f"scope {scope!r}: None, a layer index or a range key")
 
 
 def diff_bars(d: TraceDiff, scope=None, max_ranges: int = 30):
@@ -108,7 +112,7 @@ def diff_bars(d: TraceDiff, scope=None, max_ranges: int = 30):
     xs = [esc(x, 32) for x in g.index]
     div, unit = time_unit(g[["gpu_time_ns_a", "gpu_time_ns_b"]].to_numpy().max() if len(g) else 0)
     # One above the other: side by side, a scope of many ranges leaves each bar too thin to read.
-    fig = make_subplots(rows=2, cols=1, subplot_titles=(f"{u.works} per step", f"{u.time} per step ({unit})"),
+    fig = make_subplots(rows=2, cols=1, subplot_titles=(f"{u.works} per decode step", f"{u.time} per decode step ({unit})"),
                         vertical_spacing=0.2, shared_xaxes=True)
     for side, s in (("A", "a"), ("B", "b")):
         counts = [float(v) for v in g[f"kernels_{s}"]]

@@ -20,6 +20,7 @@ from ..textfmt import num, us
 from ..trace import Trace, list_traces
 from ..trace.store.catalog import traces_root
 from .colors import STATUS, STATUS_TEXT
+from .common import units
 from .diff_figures import diff_bars
 from .notebook import default_pair
 from .select import index
@@ -120,11 +121,12 @@ class TraceDiffWidget(widgets.VBox):
 
     def scope_options(self, d: TraceDiff) -> list[tuple[str, str]]:
         opts = [("all layers", "all")]
-        layers = sorted(int(x) for x in d.ranges["layer"].unique() if x >= 0)
-        for layer in layers:
-            sub = d.ranges[d.ranges["layer"] == layer]
-            opts.append((f"layer {layer}  (kernels/step {num(sub['kernels_a'].sum())} \u2192 {num(sub['kernels_b'].sum())})",
-                         f"layer:{layer}"))
+        steps = d.per_step()  # a layer's numbers are per decode step: prefill is not added in
+        works = units(d).works
+        for layer in sorted(int(x) for x in steps["layer"].unique() if x >= 0):
+            sub = steps[steps["layer"] == layer]
+            opts.append((f"layer {layer}  ({works}/decode step {num(sub['kernels_a'].sum())} \u2192 "
+                         f"{num(sub['kernels_b'].sum())})", f"layer:{layer}"))
         ranges = d.ranges
         if len(ranges) > self.max_ranges:  # a long dropdown is unusable: the ranges that changed most
             order = ranges.assign(_w=ranges["delta_gpu_time_ns"].abs()).sort_values(["_w", "range"], ascending=[False, True],
@@ -185,10 +187,11 @@ class TraceDiffWidget(widgets.VBox):
         if d is None:
             return
         t = d.totals
-        head = (f"<div class='wb-summary'><b>A</b> {_e(d.a)} \u2192 <b>B</b> {_e(d.b)}: kernels/step "
-                f"<b>{num(t['kernels_per_step_a'])} \u2192 {num(t['kernels_per_step_b'])}</b>, GPU time/step "
+        u = units(d)
+        head = (f"<div class='wb-summary'><b>A</b> {_e(d.a)} \u2192 <b>B</b> {_e(d.b)}: {u.works}/decode step "
+                f"<b>{num(t['kernels_per_step_a'])} \u2192 {num(t['kernels_per_step_b'])}</b>, {u.time}/decode step "
                 f"<b>{us(t['gpu_time_per_step_ns_a'])} \u2192 {us(t['gpu_time_per_step_ns_b'])}</b> "
-                f"({t['steps_a']} vs {t['steps_b']} captured steps; {d.common} ranges in common)</div>")
+                f"({t['steps_a']} vs {t['steps_b']} captured decode steps; {d.common} ranges in common)</div>")
         if none := d.nothing_in_common():
             head += f"<div style='color:{STATUS_TEXT['removed']}'>{_e(none[0].upper() + none[1:])}.</div>"
         self.summary.value = head
@@ -210,7 +213,8 @@ class TraceDiffWidget(widgets.VBox):
         self.table.value = self._alignments_html(d, v)
 
     def _alignments_html(self, d: TraceDiff, v: str) -> str:
-        r = d.ranges[d.ranges["status"] == "both"]
+        r = d.per_step()
+        r = r[r["status"] == "both"]
         if v.startswith("layer:"):
             r = r[r["layer"] == int(v.split(":", 1)[1])]
         elif v.startswith("range:"):
@@ -237,7 +241,7 @@ class TraceDiffWidget(widgets.VBox):
                 first = rows[0]
                 al = d.alignments.get(first.range)
                 names = ", ".join(_e(str(x.range)) for x in rows[:6]) + (f", \u2026 ({len(rows)} ranges)" if len(rows) > 6 else "")
-                parts.append(f"<div style='margin-top:6px'><b>{names}</b>: kernels/step {num(first.kernels_a)} \u2192 "
+                parts.append(f"<div style='margin-top:6px'><b>{names}</b>: {units(d).works}/decode step {num(first.kernels_a)} \u2192 "
                              f"{num(first.kernels_b)} each; {_e(al.describe()) if al else ''}</div>")
                 if al:
                     parts.append(alignment_table(al))

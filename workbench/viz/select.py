@@ -5,6 +5,17 @@ ranges (``step_2/layer_03/kv_write`` has key ``layer_03/kv_write``). A key names
 every step; :func:`instances` lists its instances in time order, :func:`window` returns one
 instance's sub-ranges and kernels.
 
+**A typical instance.** A key, a layer (``("layer", 3)``) or no ``where`` at all (a step) names
+many instances; a timeline draws the typical one: among its instances in decode steps (any
+instance that launched kernels where none is), the one of median duration (the earlier of the
+two middle ones). The
+first is the least typical: ``step_0`` holds the warm-up's slow launches, and a layer's first
+range can be the one a CUDA graph was captured in, which launched nothing.
+
+**Descendants** are found by parent links, not by time: the ranges the workbench gives a CUDA
+graph's kernels from its capture (``step_0/layer_03/kv_write``) all span the graph's replay, so
+every layer's would lie inside any one of them.
+
 Every lookup goes through the trace's :class:`Index`, made once per trace and kept on it: a
 widget selection then touches the rows of the instance it draws, not every row of the trace.
 """
@@ -20,7 +31,7 @@ import pandas as pd
 from ..analysis.diff import step_free
 from ..analysis.layers import label_parts
 from ..analysis.projection import project, trace_layers
-from ..analysis.steps import step_parts, trace_steps
+from ..analysis.steps import DECODE, step_parts, trace_steps, trace_steps_info
 from ..errors import WorkbenchError
 from ..trace.schema import Trace
 
@@ -43,7 +54,8 @@ class Index:
         self.trace, self.step_regex = trace, step_regex
         r = trace.ranges
         n = len(r)
-        self.start, self.end, self.depth = (r[c].to_numpy() for c in ("start", "end", "depth"))
+        self.start, self.end, self.depth, self.parent = (r[c].to_numpy() for c in ("start", "end", "depth", "parent"))
+        self.phase = trace_steps_info(trace, step_regex).phase
         pid, tid = r["pid"].to_numpy(), r["tid"].to_numpy()
         self.order = np.lexsort((np.arange(n), self.depth, self.start, tid, pid))
         self.pos = np.empty(n, dtype=np.int64)
@@ -90,10 +102,24 @@ class Index:
         both = np.union1d(ids, by_path)
         return both[np.lexsort((both, self.start[both]))]
 
+    def typical(self, ids: np.ndarray) -> int | None:
+        """The typical one of range instances ``ids`` (see the module docstring)."""
+        if not len(ids):
+            return None
+        decode = ids[self.phase[ids] == DECODE]
+        if len(decode):
+            ids = decode
+        else:  # none in a decode step: those that launched something, where any did
+            launched = np.asarray([i for i in ids.tolist() if len(self.kernels_of(self.subtree(i)))], dtype=np.int64)
+            ids = launched if len(launched) else ids
+        ids = ids[np.lexsort((ids, self.start[ids], self.end[ids] - self.start[ids]))]
+        return int(ids[(len(ids) - 1) // 2])
+
     def layer_instance(self, layer: int, layer_regex: str | None = None) -> int | None:
+        """The typical range that *is* layer ``layer`` (its own name matches the layer pattern)."""
         if layer_regex not in self._layers:
             r = self.trace.ranges
-            first: dict[int, int] = {}
+            chosen: dict[int, int] = {}
             if len(r):
                 own_by_name = label_parts(r["name"].cat.categories.astype(str), layer_regex)[0] >= 0
                 codes = r["name"].cat.codes.to_numpy()
@@ -101,15 +127,22 @@ class Index:
                        else np.zeros(len(codes), dtype=bool))
                 lay = trace_layers(self.trace, layer_regex)
                 ids = np.flatnonzero(own)
-                ids = ids[np.lexsort((self.depth[ids], self.start[ids]))]
-                for i in ids[::-1].tolist():  # the earliest of each layer written last
-                    first[int(lay[i])] = i
-            self._layers[layer_regex] = first
+                # The outermost range of each layer on its branch (a layer range inside another of
+                # the same layer is part of it).
+                par = self.parent[ids]
+                inner = (par >= 0) & (lay[np.maximum(par, 0)] == lay[ids]) & own[np.maximum(par, 0)]
+                ids = ids[~inner]
+                order = np.argsort(lay[ids], kind="stable")
+                ids = ids[order]
+                cuts = np.flatnonzero(np.diff(lay[ids])) + 1
+                for group in np.split(ids, cuts) if len(ids) else []:
+                    chosen[int(lay[group[0]])] = self.typical(group)
+            self._layers[layer_regex] = chosen
         return self._layers[layer_regex].get(int(layer))
 
     def first_step(self) -> int | None:
-        """The earliest step range (``step_0``, ``ProfilerStep#3``, at any depth), else the
-        longest top-level range; None without ranges."""
+        """The typical step range (at any depth), else the longest top-level range; None
+        without ranges."""
         if self._first_step is None:
             n = len(self.start)
             found = None
@@ -119,22 +152,27 @@ class Index:
                 if not len(ids):  # the longest top-level range
                     ids = np.flatnonzero(self.depth == 0)
                     ids = ids[np.lexsort((ids, self.start[ids], self.start[ids] - self.end[ids]))]
+                    found = int(ids[0]) if len(ids) else None
                 else:
-                    ids = ids[np.lexsort((ids, self.start[ids]))]
-                found = int(ids[0]) if len(ids) else None
+                    found = self.typical(ids)
             self._first_step = (found,)
         return self._first_step[0]
 
     def subtree(self, rid: int) -> np.ndarray:
-        """Range ``rid`` and its descendants (same thread, inside it, as deep or deeper), in
-        (start, depth, id) order."""
+        """Range ``rid`` and its descendants, in (start, depth, id) order: the candidates are
+        the ranges inside it on its thread (one block of the thread order), kept when ``rid``
+        is their ancestor (see the module docstring)."""
         p = int(self.pos[rid])
         a, b = int(self.thread_lo[p]), int(self.thread_hi[p])
         starts = self.start_sorted[a:b]
         lo = a + int(np.searchsorted(starts, self.start[rid], side="left"))
         hi = a + int(np.searchsorted(starts, self.end[rid], side="right"))
         ids = self.order[lo:hi]
-        return ids[(self.end[ids] <= self.end[rid]) & (self.depth[ids] >= self.depth[rid])]
+        ids = ids[(self.end[ids] <= self.end[rid]) & (self.depth[ids] >= self.depth[rid])]
+        node = ids.copy()
+        while (up := self.depth[node] > self.depth[rid]).any():
+            node[up] = self.parent[node[up]]
+        return ids[node == rid]
 
     def kernels_of(self, ids: np.ndarray) -> np.ndarray:
         """Rows of the projected kernels whose innermost range is one of ``ids``."""
@@ -165,21 +203,16 @@ def instances(trace: Trace, key: str, step_regex: str | None = None) -> pd.DataF
     return trace.ranges.iloc[index(trace, step_regex).instances(str(key))]
 
 
-def layer_instance(trace: Trace, layer: int, layer_regex: str | None = None) -> int | None:
-    """Range id of the first range that *is* layer ``layer`` (its own name matches the layer
-    pattern), or None."""
-    return index(trace).layer_instance(layer, layer_regex)
-
-
 def first_step(trace: Trace, step_regex: str | None = None) -> int | None:
-    """Range id of the first step: the earliest step range (``step_0``, ``ProfilerStep#3``, at
-    any depth), else the longest top-level range; None without ranges."""
+    """Range id of the typical step (a decode step of median duration; any step where none is
+    decode), else the longest top-level range; None without ranges."""
     return index(trace, step_regex).first_step()
 
 
 def resolve(trace: Trace, where=None, step_regex: str | None = None) -> int | None:
     """A range id from ``where``: an int range id, ``("layer", n)``, or a key/path string
-    (first instance). ``None`` means the first step (or None for a trace without ranges)."""
+    (their typical instance: see the module docstring). ``None`` means the typical decode step
+    (or None for a trace without ranges)."""
     if where is None:
         return first_step(trace, step_regex)
     if isinstance(where, (int, np.integer)):
@@ -187,14 +220,30 @@ def resolve(trace: Trace, where=None, step_regex: str | None = None) -> int | No
             raise WorkbenchError(trace.label, f"no range with id {where}")
         return int(where)
     if isinstance(where, tuple) and len(where) == 2 and where[0] == "layer":
-        rid = layer_instance(trace, int(where[1]))
+        ix = index(trace, step_regex)
+        rid = ix.layer_instance(int(where[1]))
         if rid is None:
             raise WorkbenchError(trace.label, f"no range for layer {where[1]}")
+        _launched(ix, rid, f"layer {where[1]}")
         return rid
-    ids = index(trace, step_regex).instances(str(where))
+    ix = index(trace, step_regex)
+    ids = ix.instances(str(where))
     if not len(ids):
         raise WorkbenchError(trace.label, f"no range {where!s:.200}")
-    return int(ids[0])
+    rid = ix.typical(ids)
+    _launched(ix, rid, f"range {where!s:.200}")
+    return rid
+
+
+def _launched(ix: Index, rid: int, what: str) -> None:
+    """Refuse, in one line, a typical instance outside every decode step that launched nothing:
+    its trace has no instance of it holding kernels (a CUDA graph captured inside it, whose
+    replays' kernels this trace puts in no such range) and an empty timeline would say otherwise."""
+    if ix.phase[rid] != DECODE and not len(ix.kernels_of(ix.subtree(rid))):
+        path = ix.trace.ranges["path"].iat[rid]
+        raise WorkbenchError(ix.trace.label, f"{what}: its only instances ({path!s:.200}, ...) launched no kernels; "
+                             "this trace puts the kernels of its decode steps in no such range (a CUDA graph's "
+                             "replays captured without the ranges it was captured in)")
 
 
 @dataclass
@@ -211,7 +260,7 @@ class Window:
     def title(self) -> str:
         if self.range_id is None or not len(self.ranges):
             return "whole trace"
-        return str(self.ranges["path"].iloc[0])
+        return str(self.ranges.loc[self.ranges["id"] == self.range_id, "path"].iloc[0])
 
 
 def window(trace: Trace, where=None, *, max_kernels: int = 20000, step_regex: str | None = None) -> Window:
