@@ -174,3 +174,15 @@ def test_no_package_name_is_also_a_submodule():
                   if not any(isinstance(x, ast.ImportFrom) and x.level and not x.module and any(a.name == n for a in x.names)
                              for x in ast.walk(tree))]
     assert not clash, clash
+
+
+def test_every_environment_variable_is_read_in_settings_and_documented():
+    from workbench import settings
+
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    missing = [v.name for v in (*settings.VARIABLES, *settings.FOREIGN) if f"`{v.name}`" not in readme]
+    assert not missing, f"README's variables table lacks {missing}"
+    reads = ("os.environ.get(", "os.getenv(", "os.environ[")
+    readers = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if p.name != "settings.py"
+               and any(r in p.read_text(encoding="utf-8") for r in reads)]
+    assert not readers, f"environment read outside settings.py: {readers}"

@@ -40,6 +40,15 @@ CAPTURE_PROVENANCE = Variable("WORKBENCH_CAPTURE_PROVENANCE", "1",
 VARIABLES = (TRACES, CACHE, ANNOTATE, TORCH_RANGES, NVTX_DOMAIN, PREFER_LIVE, GIT_REVISION, CAPTURE_WINDOWS,
              CAPTURE_MODULES, CAPTURE_PROVENANCE)
 
+# Other tools' variables the workbench reads (set by them or for them, never by the user for us).
+RANK = Variable("RANK", None, "torchrun's: this process's rank (a rank of `workbench capture --nproc`)")
+LOCAL_RANK = Variable("LOCAL_RANK", None, "torchrun's: the rank on this host (default RANK)")
+WORLD_SIZE = Variable("WORLD_SIZE", None, "torchrun's: the number of ranks")
+TRITON_INTERPRET = Variable("TRITON_INTERPRET", None, "Triton's: 1 runs Triton kernels under its interpreter "
+                            "(a CPU run of the fused kv_write), which reports say")
+RAY_ADDRESS = Variable("RAY_ADDRESS", None, "Ray's: the cluster a Ray executor joins (default: a local one)")
+FOREIGN = (RANK, LOCAL_RANK, WORLD_SIZE, TRITON_INTERPRET, RAY_ADDRESS)
+
 
 def read(var: Variable, environ=None) -> str | None:
     """The variable's value, else its default."""

@@ -370,12 +370,9 @@ def diff(a: Trace, b: Trace, *, layer_regex: str | None = None, step_regex: str 
         "outside_steps_kernels_a": len(fa.key) - ka_dec - fa.count_phase(PREFILL),
         "outside_steps_kernels_b": len(fb.key) - kb_dec - fb.count_phase(PREFILL),
         "kernels_a": len(fa.key), "kernels_b": len(fb.key),
-        "common_ranges": int((r["status"] == "both").sum()),
-        "only_a_ranges": int((r["status"] == "only_a").sum()),
-        "only_b_ranges": int((r["status"] == "only_b").sum()),
-        "unattributed_a": fa.count((NO_RANGE, NO_LAUNCH)),
-        "unattributed_b": fb.count((NO_RANGE, NO_LAUNCH)),
-    }
+        **{f"{k}_ranges": int((r["status"] == s).sum()) for k, s in (("common", "both"), ("only_a", "only_a"),
+                                                                      ("only_b", "only_b"))},
+        "unattributed_a": fa.count((NO_RANGE, NO_LAUNCH)), "unattributed_b": fb.count((NO_RANGE, NO_LAUNCH))}
     return TraceDiff(a.label, b.label, r, layers, {"a": na, "b": nb}, alignments, totals,
                      trace_timing(a, b), (work_units(a.meta), work_units(b.meta)),
                      (fa.range_key, fb.range_key))
@@ -390,8 +387,7 @@ def _count_changes(r: pd.DataFrame, alignments: dict[str, Alignment], fa: _Side,
     if not quiet:
         return
     ca, cb = fa.name_counts(quiet), fb.name_counts(quiet)
-    per_a = dict(zip(fa.keys, fa.per_key()))
-    per_b = dict(zip(fb.keys, fb.per_key()))
+    per_a, per_b = dict(zip(fa.keys, fa.per_key())), dict(zip(fb.keys, fb.per_key()))
     for k in quiet:
         a, b = ca.get(k, Counter()), cb.get(k, Counter())
         ops = [("equal", [n for op, ns in alignments[k].ops if op == "equal" for n in ns])]

@@ -23,6 +23,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from .. import settings
+
 ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 # gloo ranks on one machine (each a process): enough to try a split, few enough to run.
 MAX_CPU_RANKS = 16
@@ -99,8 +101,8 @@ def _stop(procs: list[subprocess.Popen], grace_s: float) -> None:
 
 def rank_info() -> tuple[int, int, int]:
     """(rank, local rank, world size) from the environment :func:`launch` sets."""
-    return int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", os.environ["RANK"])), \
-        int(os.environ["WORLD_SIZE"])
+    rank = settings.read(settings.RANK)
+    return int(rank), int(settings.read(settings.LOCAL_RANK) or rank), int(settings.read(settings.WORLD_SIZE))
 
 
 def init(device: str) -> str:

@@ -32,7 +32,7 @@ def text(d, top: int, timing: str, notes: tuple, words) -> None:
         proj = t.get("gpu_proj_per_step_ns_" + side)
         out(f"{side.upper()}: {clean(label)}: {t['steps_' + side]} decode step(s), {num(t['kernels_per_step_' + side])} "
             f"{u}/step, {_us(t['gpu_time_per_step_ns_' + side])} {time}/step"
-            + (f", {_us(proj)} GPU projection/step (nvtx_gpu_proj)" if proj == proj and proj else "")
+            + (f", {_us(proj)} GPU projection/step (nvtx_gpu_proj)" if proj == proj and proj and "GPU" in time else "")
             + "\n" + (f"   {note}\n" if note else ""))
     out(f"per decode step: {u} {num(t['kernels_per_step_a'])} -> {num(t['kernels_per_step_b'])}; {time} "
         f"{_us(t['gpu_time_per_step_ns_a'])} -> {_us(t['gpu_time_per_step_ns_b'])}; total {u} {t['kernels_a']} -> "

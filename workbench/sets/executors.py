@@ -20,11 +20,11 @@ same version) and the store at the same path as here: readable, and writable for
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from .. import settings
 from ..errors import WorkbenchError
 
 EXECUTORS = ("local", "ray")
@@ -146,7 +146,7 @@ def _on_ray(fn: Callable, args: list, ex: Executor) -> list:
 def _connect(ray, ex: Executor) -> None:
     import logging
 
-    address = ex.address or os.environ.get("RAY_ADDRESS")
+    address = ex.address or settings.read(settings.RAY_ADDRESS)
     local = {"num_cpus": ex.workers, "include_dashboard": False} if not address else {}
     try:
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False, **local)

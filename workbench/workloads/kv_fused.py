@@ -15,9 +15,10 @@ be set on a GPU machine (it cannot run inside CUDA graph capture).
 from __future__ import annotations
 
 import functools
-import os
 
 import torch
+
+from .. import settings
 
 OP_NAME = "workbench::kv_write_fused"
 
@@ -30,7 +31,7 @@ def implementation(device: torch.device) -> str:
         import triton  # noqa: F401
     except ImportError:
         return "torch"
-    if os.environ.get("TRITON_INTERPRET") == "1":
+    if settings.read(settings.TRITON_INTERPRET) == "1":
         return "triton-interpreter"
     return "triton" if device.type == "cuda" else "torch"
 
