@@ -121,11 +121,11 @@ assignment = _checked("--variant", "assignment")
 # Option groups several commands share.
 
 def import_options(args):
-    """The import options of a CLI run: its --threads, and memory handed back to the system
-    as it is freed (the process does nothing but this command)."""
+    """The import options of a CLI run: its --threads and --layers, and memory handed back to
+    the system as it is freed (the process does nothing but this command)."""
     from ..trace import ImportOptions
 
-    return ImportOptions(threads=args.threads, memory="release")
+    return ImportOptions(threads=args.threads, memory="release", layers=args.layers)
 
 
 def add_phase_args(s) -> None:

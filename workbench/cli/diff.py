@@ -51,7 +51,7 @@ def run(args) -> int:
     from .args import apply_phase_args, import_options
     from ..trace import open_trace
     from ..trace.compiled import compiled_note
-    from ..trace.manifest import graph_note, interpreter_note, work_units
+    from ..trace.manifest import graph_note, inferred_note, interpreter_note, work_units
     from .sets import maybe_diff
 
     if (done := maybe_diff(args)) is not None:  # two trace sets, rank against rank
@@ -77,7 +77,7 @@ def run(args) -> int:
         from ..reporting.words import words
         from .diff_text import text
 
-        notes = tuple("\n   ".join(n for n in (graph_note(t.meta), compiled_note(t.meta), interpreter_note(t.meta)) if n)
+        notes = tuple("\n   ".join(n for n in (graph_note(t.meta), compiled_note(t.meta), inferred_note(t.meta), interpreter_note(t.meta)) if n)
                       or None for t in (a, b))
         timing = _timing_text(d, a.meta, b.meta, sources)
         if d.timing and (why := _confounded(a, b, d)):

@@ -14,6 +14,9 @@ def build_parser() -> Parser:
     p.add_argument("--root", default=None, help="trace store directory (default: $WORKBENCH_TRACES or ./traces)")
     p.add_argument("--threads", type=count("--threads"), default=None,
                    help="most threads an import uses (default: one per available CPU)")
+    p.add_argument("--layers", type=count("--layers"), default=None,
+                   help="layers per step to expect where an import infers steps and layers from the kernel "
+                        "stream (a trace with no ranges around its kernels): a hint to that search")
     sub = p.add_subparsers(dest="command", required=True)
     traces.add_parsers(sub)
     for module in (capture, diff, bench, report, demo, export, recipe):

@@ -103,11 +103,11 @@ def cmd_summary(args) -> int:
     if not args.json:
         from ..textfmt import clean
         from ..trace.compiled import compiled_note
-        from ..trace.manifest import graph_note
+        from ..trace.manifest import graph_note, inferred_note
 
         print(f"# {clean(trace.label)}: {len(trace.kernels)} {work_units(trace.meta)}s, "
               f"{len(trace.ranges)} ranges, by {args.by}")
-        for note in (graph_note(trace.meta), compiled_note(trace.meta)):
+        for note in (graph_note(trace.meta), compiled_note(trace.meta), inferred_note(trace.meta)):
             if note:
                 print(f"# {note}")
         print_source_note(trace.meta)

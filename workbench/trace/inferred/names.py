@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ...trace.names import short_kernel_name
+from ..names import short_kernel_name
 
 _SUFFIX = re.compile(r"(?:_\d+)+$")
 

@@ -17,7 +17,8 @@ Per GPU (each ``(pid, device)``, kernels in start order, one token per kernel: :
    times, or splits each block in two where half as many repeat (a hybrid whose period is two
    layers), at the place the block's first kernel recurs nearest its middle.
 
-Nothing here reads a range: real ranges always win where a trace has them (:mod:`.ranges`).
+Nothing here reads a range: real ranges always win where a trace has them (:mod:`.ranges`
+puts the inferred ones only around kernels no real range holds).
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ...trace.schema import Trace
+from ..schema import Trace
 from .names import tokens
 from .periods import WINDOW, layer_block, mismatch, step_period
 
-_COLUMNS = ["name", "start", "end", "device", "pid", "graph", "correlation", "launch_start", "launch_end"]
+COLUMNS = ["name", "start", "end", "device", "pid", "graph", "correlation", "launch_start", "launch_end"]
 
 
 @dataclass
@@ -59,7 +60,11 @@ class Structure:
 
 def infer(trace: Trace, layers: int | None = None) -> Structure:
     """The inferred steps and layers of a trace's kernels (see the module docstring)."""
-    k = trace.columns("kernels", _COLUMNS)
+    return infer_kernels(trace.columns("kernels", COLUMNS), layers)
+
+
+def infer_kernels(k: pd.DataFrame, layers: int | None = None) -> Structure:
+    """:func:`infer` on a kernels table (rows as in the trace; the columns of ``COLUMNS``)."""
     n = len(k)
     out = Structure(np.full(n, -1, np.int64), np.full(n, -1, np.int64))
     if not n:
@@ -85,7 +90,7 @@ def infer(trace: Trace, layers: int | None = None) -> Structure:
 
 
 def _cols(k: pd.DataFrame, rows: np.ndarray) -> dict[str, np.ndarray]:
-    return {c: k[c].to_numpy()[rows] for c in _COLUMNS[1:]}
+    return {c: k[c].to_numpy()[rows] for c in COLUMNS[1:]}
 
 
 def _boundary(c: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, str]:
