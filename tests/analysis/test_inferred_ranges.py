@@ -77,10 +77,26 @@ def test_real_ranges_are_never_replaced():
     np.testing.assert_array_equal(built[0].kernels["range_id"].to_numpy(), built[1].kernels["range_id"].to_numpy())
 
 
-def test_an_unsure_reading_adds_nothing_and_says_why():
-    # transformers' compiled decoding inside a profiler window: graph replays among the
-    # compiler's warm-up launches, no step sequence the search can trust.
+def test_compiled_decoding_in_a_window_gets_every_decode_step_and_layer():
+    # transformers' generate() under torch.compile(mode="reduce-overhead") in a profiler
+    # window, inductor's provenance off: each decode step one graph replay of the compiler's
+    # fused kernels (whose names differ between layers) and the sampler's eager launches, after
+    # the prefill and the compiler's warm-up launches.
     t = _no_ranges("h200-hfc-sdpa-compile-window-nsys", ImportOptions())
+    info = t.meta[INFERRED]
+    assert info["applied"] and (info["steps"], info["layers"], info["kernels_per_layer"]) == (7, 16, 17)
+    per_layer = wb.summary(t, by="layer")
+    rows = per_layer[per_layer["layer"] >= 0]
+    assert sorted(rows["layer"]) == list(range(16))
+    # every graph-replayed kernel is in a step; most are in a layer
+    graph = t.kernels["graph"].to_numpy()
+    assert (t.kernels["range_id"].to_numpy()[graph] >= 0).all()
+
+
+def test_an_unsure_reading_adds_nothing_and_says_why():
+    # transformers' compiled decoding with eager attention: several graphs per decode step
+    # (graph breaks around the attention), no reading of steps the search can trust yet.
+    t = _no_ranges("h200-hfc-eager-compile-window-nsys", ImportOptions())
     assert t.meta[INFERRED]["applied"] is False
     assert len(t.ranges) == 0 and (t.kernels["range_id"] < 0).all()
     assert "no steps or layers inferred" in t.meta[INFERRED]["note"]

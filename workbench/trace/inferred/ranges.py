@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .structure import COLUMNS, infer_kernels
+from .structure import COLUMNS, gpus, infer_kernels
 
 DOMAIN = "inferred"
 # Layer ranges are named `inferred_layer_<NN>`: every per-layer view reads the layer number and the
@@ -60,7 +60,7 @@ def inferred_ranges(kernels: pd.DataFrame, ranges: pd.DataFrame, layers: int | N
 def _ranges(k: pd.DataFrame, step: np.ndarray, layer: np.ndarray, n: int) -> tuple[pd.DataFrame, np.ndarray]:
     """The step and layer ranges of kernels ``k`` (their inferred ``step``/``layer``, numbered
     per GPU), ids from ``n``, and each kernel's range id (-1: in no step)."""
-    gpu = pd.factorize(pd.MultiIndex.from_arrays([k["pid"].to_numpy(), k["device"].to_numpy()]))[0]
+    gpu = gpus(k)
     start, end = k["start"].to_numpy(), k["end"].to_numpy()
     launch = k["launch_start"].to_numpy()
     begin = np.where(launch >= 0, np.minimum(launch, start), start)
