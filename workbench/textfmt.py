@@ -28,7 +28,7 @@ def num(x: float) -> str:
     for d in range(2, 7):
         if round(x, d) != round(x):
             return f"{x:,.{d}f}"
-    return f"{x:,.6f}"
+    return f"{x:,.0f}"  # an integer but for float noise (124.67 - 236.67 = -112.00000000000001)
 
 
 def compact(x: float) -> str:

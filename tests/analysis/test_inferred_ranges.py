@@ -108,3 +108,13 @@ def test_the_layers_hint_reaches_the_search():
     rc, _, err = cli_outcome("--layers", "0", "summary", "x.json")
     assert rc == 2
     assert_one_line(err, "--layers")
+
+
+def test_the_report_times_the_decode_step_from_the_trace(store, tmp_path):
+    run_cli("report", "unfused", "fused", "--md", tmp_path / "r.md", "-o", tmp_path / "r.html", root=store)
+    md = (tmp_path / "r.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| decode step"))
+    assert "1.100 ms (1.092–1.486, 3 steps, from the trace)" in row and "0.69x (n = 3: no interval)" in row
+    launches = next(line for line in md.splitlines() if line.startswith("| kernel launches per decode step"))
+    assert launches.endswith("| -112 (-47.3%) |")  # a count, not -112.000000
+    assert "inferred\\_layer in all 8 layers" in md and "steps and layers INFERRED" in md
