@@ -37,9 +37,10 @@ def add_parser(sub) -> None:
     s.add_argument("--json", action="store_true",
                    help="print a JSON object: ranges, timing, totals, steps")
     s.add_argument("--fail-if", action="append", default=[], metavar="GATE", type=gate,
-                   help="exit 1 if B is worse: kernels_per_step>N, gpu_time_per_step>N%%, kernels>N, gpu_time>N%%; "
-                        "decode_step>N%%, prefill>N%%, call>N%% (B significantly slower and by more than N%%) "
-                        "(repeatable)")
+                   help="exit 1 if B is worse than A by more than N (or N%% of A): kernels_per_step+N, "
+                        "gpu_time_per_step+N%%, kernels+N, gpu_time+N%%; decode_step+N%%, prefill+N%%, call+N%% (B "
+                        "significantly slower and by more than N%%); no quotes needed ('METRIC>N', quoted, means "
+                        "the same) (repeatable)")
     add_executor_args(s)
     s.set_defaults(func=run)
 
