@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             args.command_argv = tail
         return int(args.func(args) or 0)
     except WorkbenchError as e:
-        print(f"workbench: {one_line(str(e), 2000)}", file=sys.stderr)
+        print(f"workbench: {one_line(e.cli_message(), 2000)}", file=sys.stderr)
         return e.exit_code
     except MemoryError:
         where = getattr(args, "src", None) or getattr(args, "trace", None) or getattr(args, "command", "workbench")

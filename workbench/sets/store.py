@@ -93,10 +93,13 @@ def new_set_dir(name: str, root: str | os.PathLike | None, overwrite: bool) -> t
     root = Path(root) if root is not None else default_root()
     final = root / name
     if is_trace_dir(final):
-        raise WorkbenchError(final, "a trace with this name exists (choose another --set NAME)")
+        raise WorkbenchError(final, "a trace with this name exists (choose another name)",
+                             cli_problem="a trace with this name exists (choose another --set NAME)")
     if final.exists() and not overwrite:
-        raise WorkbenchError(final, "a trace set with this name exists (choose another --set NAME, or replace it with "
-                                    "--force)")
+        raise WorkbenchError(final, "a trace set with this name exists (choose another name, or pass overwrite=True "
+                                    "to replace it)",
+                             cli_problem="a trace set with this name exists (choose another --set NAME, or replace "
+                                         "it with --force)")
     try:
         root.mkdir(parents=True, exist_ok=True)
         sweep_unfinished(root)
