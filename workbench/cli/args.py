@@ -120,6 +120,21 @@ assignment = _checked("--variant", "assignment")
 
 # Option groups several commands share.
 
+def add_global_args(p, *, in_command: bool = False) -> None:
+    """``--root``, ``--threads`` and ``--layers``, which every command takes before its name or
+    after it (``workbench --root D summary X`` and ``workbench summary X --root D`` alike): the
+    one definition, added to the top-level parser and to each command's. Given after the
+    command, a value replaces one given before it; not given there (``SUPPRESS``), the one
+    before stays."""
+    default = argparse.SUPPRESS if in_command else None
+    p.add_argument("--root", default=default, help="trace store directory (default: $WORKBENCH_TRACES or ./traces)")
+    p.add_argument("--threads", type=count("--threads"), default=default,
+                   help="most threads an import uses (default: one per available CPU)")
+    p.add_argument("--layers", type=count("--layers"), default=default,
+                   help="layers per step to expect where an import infers steps and layers from the kernel "
+                        "stream (a trace with no ranges around its kernels): a hint to that search")
+
+
 def import_options(args):
     """The import options of a CLI run: its --threads and --layers, and memory handed back to
     the system as it is freed (the process does nothing but this command)."""

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 
@@ -52,8 +51,6 @@ def add_parser(subparsers) -> None:
     s.add_argument("--warmup", type=count("--warmup"), default=2, help="untimed warm-up repetitions (default 2)")
     s.add_argument("--device", type=device,
                    help=f"workload: one of {', '.join(DEVICES)}, cuda:N (default: cuda when available)")
-    # SUPPRESS keeps the top-level --root when this one is not given.
-    s.add_argument("--root", default=argparse.SUPPRESS, help="trace store directory")
     s.add_argument("--force", action="store_true", help="replace a stored trace of the same name")
     s.add_argument("--quiet", action="store_true", help="no progress output")
     s.set_defaults(func=run, command_argv=None)
@@ -80,7 +77,7 @@ def run(args) -> int:
     from ..textfmt import clean
 
     what = _which(args)
-    root, progress = getattr(args, "root", None), not args.quiet
+    root, progress = args.root, not args.quiet
     if args.modules is not False and what != "-- COMMAND":
         from ..errors import WorkbenchError
 

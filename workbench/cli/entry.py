@@ -6,21 +6,18 @@ from __future__ import annotations
 import sys
 
 from . import bench, capture, demo, diff, export, recipe, report, traces
-from .args import Parser, count
+from .args import Parser, add_global_args
 
 
 def build_parser() -> Parser:
     p = Parser(prog="workbench", description="GPU performance workbench for LLM inference engines")
-    p.add_argument("--root", default=None, help="trace store directory (default: $WORKBENCH_TRACES or ./traces)")
-    p.add_argument("--threads", type=count("--threads"), default=None,
-                   help="most threads an import uses (default: one per available CPU)")
-    p.add_argument("--layers", type=count("--layers"), default=None,
-                   help="layers per step to expect where an import infers steps and layers from the kernel "
-                        "stream (a trace with no ranges around its kernels): a hint to that search")
+    add_global_args(p)
     sub = p.add_subparsers(dest="command", required=True)
     traces.add_parsers(sub)
     for module in (capture, diff, bench, report, demo, export, recipe):
         module.add_parser(sub)
+    for command in sub.choices.values():  # every command reads the store: --root before or after its name
+        add_global_args(command, in_command=True)
     return p
 
 
