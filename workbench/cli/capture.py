@@ -53,7 +53,35 @@ def add_parser(subparsers) -> None:
                    help=f"workload: one of {', '.join(DEVICES)}, cuda:N (default: cuda when available)")
     s.add_argument("--force", action="store_true", help="replace a stored trace of the same name")
     s.add_argument("--quiet", action="store_true", help="no progress output")
-    s.set_defaults(func=run, command_argv=None)
+    s.set_defaults(func=run, command_argv=None, extra_hint=program_hint)
+
+
+def program_hint(args, extra: list[str]) -> str:
+    """What to say of words capture did not take (``capture --backend torch python x.py``):
+    a program given without the ``--`` that must come before it."""
+    return _dashes([args.workload, *extra] if args.workload else extra)
+
+
+def _dashes(program: list[str]) -> str:
+    import shlex
+
+    return f"to capture a program, put -- before it: workbench capture [options] -- {shlex.join(program)}"
+
+
+def _check_workload(workload: str) -> None:
+    """A WORKLOAD that names no workload but a file or a command (``capture x.py``,
+    ``capture python``): the program lacks its ``--``. Checked only where no workload has the
+    name, so a workload named like a command on PATH is still captured."""
+    import os
+    import shutil
+
+    from ..errors import WorkbenchError
+    from ..workloads import names
+
+    if ":" not in workload and workload not in names() and (os.path.exists(workload) or shutil.which(workload)):
+        what = "a file" if os.path.exists(workload) else "a command"
+        program = ["python", workload] if workload.endswith(".py") else [workload, "..."]
+        raise WorkbenchError(f"workload {workload}", f"no workload has this name, but {what} has: {_dashes(program)}")
 
 
 def _process_command() -> list[str] | None:
@@ -100,6 +128,7 @@ def run(args) -> int:
         from ..workloads import parse_assignments
         from ..capturing import capture
 
+        _check_workload(args.workload)
         trace = capture(args.workload, parse_assignments(args.variant), engine=args.engine, backend=args.backend,
                         name=args.name, steps=args.steps or 3, repeats=args.repeats, warmup=args.warmup,
                         device=args.device, root=root, overwrite=args.force, progress=progress,

@@ -28,7 +28,8 @@ def add_parser(sub) -> None:
     from .args import add_executor_args, add_phase_args, count, gate, layer_regex
 
     s = sub.add_parser("diff", help="compare two traces range by range (which kernels were fused away), or two "
-                                    "trace sets rank against rank")
+                                    "trace sets rank against rank",
+                       needs="two traces (or two trace sets), the base and the changed one")
     s.add_argument("a", help="base trace (stored name/dir or capture file), or trace set")
     s.add_argument("b", help="changed trace, or trace set")
     s.add_argument("--layer-regex", default=None, type=layer_regex)

@@ -12,12 +12,13 @@ from .args import Parser, add_global_args
 def build_parser() -> Parser:
     p = Parser(prog="workbench", description="GPU performance workbench for LLM inference engines")
     add_global_args(p)
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     traces.add_parsers(sub)
     for module in (capture, diff, bench, report, demo, export, recipe):
         module.add_parser(sub)
     for command in sub.choices.values():  # every command reads the store: --root before or after its name
         add_global_args(command, in_command=True)
+    p.needs = f"a command, one of {', '.join(sub.choices)}"
     return p
 
 
@@ -34,7 +35,11 @@ def main(argv: list[str] | None = None) -> int:
         argv, tail = argv[:argv.index("--")], argv[argv.index("--") + 1:]
     args = None
     try:
-        args = parser.parse_args(argv)  # every option checked here (args.py): one line if bad
+        args, extra = parser.parse_known_args(argv)  # every option checked here (args.py): one line if bad
+        if extra:  # what argparse would refuse, with the command's hint where it has one (capture: the --)
+            hint = getattr(args, "extra_hint", None)
+            raise WorkbenchError(args.command, f"unrecognized arguments: {' '.join(extra)}"
+                                 + (f" ({hint(args, extra)})" if hint else ""))
         if tail is not None:
             args.command_argv = tail
         return int(args.func(args) or 0)

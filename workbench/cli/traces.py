@@ -12,7 +12,8 @@ from .sets import GROUPINGS, add_import_args, maybe_import, maybe_sql, maybe_sum
 def add_parsers(sub) -> None:
     s = sub.add_parser("import", help="import a capture (nsys .sqlite/.nsys-rep, torch.profiler .json[.gz]) into the store")
     s.add_argument("src")
-    s.add_argument("more", nargs="*", help="more captures, with --set")
+    # default=[]: argparse lists a `*` positional without a default among the required ones.
+    s.add_argument("more", nargs="*", default=[], help="more captures, with --set")
     s.add_argument("--name", type=trace_name("--name"), help="stored trace name (default: from the file name)")
     s.add_argument("--force", action="store_true", help="replace a stored trace of the same name")
     s.add_argument("--keep-raw", action="store_true",
