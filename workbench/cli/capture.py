@@ -134,7 +134,26 @@ def run(args) -> int:
                         device=args.device, root=root, overwrite=args.force, progress=progress,
                         command=_process_command(), keep_raw=args.keep_raw)
     print(clean(_describe(trace)))
+    if what == "-- COMMAND" and (hint := _ranges_hint(trace, args)):
+        print(f"workbench: hint: {hint}", file=sys.stderr)
     return 0
+
+
+def _ranges_hint(trace, args) -> str | None:
+    """What gives a program's capture ranges, where it recorded work but none: without ranges
+    every kernel is unattributed, and summaries by layer or range have nothing to group."""
+    from ..capturing.program import parse
+    from ..trace.manifest import COUNTS, section
+
+    counts = section(trace.meta, COUNTS)
+    if hasattr(trace, "members") or counts.get("ranges") or not counts.get("kernels"):
+        return None
+    if parse(args.command_argv) is None:  # not a Python program: only its own NVTX ranges
+        return "no ranges recorded: add NVTX ranges to the program (nvtxRangePushA/nvtxRangePop) to attribute its kernels"
+    every = "--modules . for every nn.Module), or NVTX ranges in the program (wb.annotate)"
+    if args.modules is not False:
+        return f"no ranges recorded: --modules REGEX picks modules by their path ({every}"
+    return f"no ranges recorded: add --modules to get a range per layer/module ({every}"
 
 
 def _describe(trace) -> str:
