@@ -150,10 +150,10 @@ def _ranges_hint(trace, args) -> str | None:
         return None
     if parse(args.command_argv) is None:  # not a Python program: only its own NVTX ranges
         return "no ranges recorded: add NVTX ranges to the program (nvtxRangePushA/nvtxRangePop) to attribute its kernels"
-    every = "--modules . for every nn.Module), or NVTX ranges in the program (wb.annotate)"
+    more = "(--modules . for every nn.Module), or NVTX ranges in the program (wb.annotate)"
     if args.modules is not False:
-        return f"no ranges recorded: --modules REGEX picks modules by their path ({every}"
-    return f"no ranges recorded: add --modules to get a range per layer/module ({every}"
+        return f"no ranges recorded: --modules REGEX picks modules by their path {more}"
+    return f"no ranges recorded: add --modules to get a range per layer/module {more}"
 
 
 def _describe(trace) -> str:
