@@ -140,20 +140,22 @@ def run(args) -> int:
 
 
 def _ranges_hint(trace, args) -> str | None:
-    """What gives a program's capture ranges, where it recorded work but none: without ranges
-    every kernel is unattributed, and summaries by layer or range have nothing to group."""
+    """What gives a program's capture ranges, where it recorded work but none (or only the
+    steps and layers the import inferred from the kernel stream): without ranges every kernel
+    is unattributed, and summaries by layer or range have nothing to group."""
     from ..capturing.program import parse
-    from ..trace.manifest import COUNTS, section
+    from ..trace.manifest import COUNTS, INFERRED, section
 
-    counts = section(trace.meta, COUNTS)
-    if hasattr(trace, "members") or counts.get("ranges") or not counts.get("kernels"):
+    counts, inferred = section(trace.meta, COUNTS), section(trace.meta, INFERRED).get("applied")
+    if hasattr(trace, "members") or (counts.get("ranges") and not inferred) or not counts.get("kernels"):
         return None
+    said = "no ranges recorded" + (" (its steps and layers are inferred from the kernel stream)" if inferred else "")
     if parse(args.command_argv) is None:  # not a Python program: only its own NVTX ranges
-        return "no ranges recorded: add NVTX ranges to the program (nvtxRangePushA/nvtxRangePop) to attribute its kernels"
+        return f"{said}: add NVTX ranges to the program (nvtxRangePushA/nvtxRangePop) to attribute its kernels"
     more = "(--modules . for every nn.Module), or NVTX ranges in the program (wb.annotate)"
     if args.modules is not False:
-        return f"no ranges recorded: --modules REGEX picks modules by their path {more}"
-    return f"no ranges recorded: add --modules to get a range per layer/module {more}"
+        return f"{said}: --modules REGEX picks modules by their path {more}"
+    return f"{said}: add --modules to get a range per layer/module {more}"
 
 
 def _describe(trace) -> str:
