@@ -65,6 +65,16 @@ def us(ns: float, unit: str = MICRO) -> str:
     return f"{us_from_ns(ns)} {unit}"
 
 
+def size(nbytes: float) -> str:
+    """Bytes on disk: ``512 B``, ``76.9 KiB``, ``1.2 MiB``, ``3.4 GiB``."""
+    x = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(x) < 1024:
+            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1024
+    return f"{x:,.1f} TiB"
+
+
 def pct(new: float, old: float) -> str:
     """``-85.0%``; ``n/a`` when the base is zero."""
     if not old or not math.isfinite(old) or not math.isfinite(new):

@@ -28,7 +28,8 @@ def add_parser(sub) -> None:
     from .args import add_executor_args, add_phase_args, count, gate, layer_regex
 
     s = sub.add_parser("diff", help="compare two traces range by range (which kernels were fused away), or two "
-                                    "trace sets rank against rank")
+                                    "trace sets rank against rank",
+                       needs="two traces (or two trace sets), the base and the changed one")
     s.add_argument("a", help="base trace (stored name/dir or capture file), or trace set")
     s.add_argument("b", help="changed trace, or trace set")
     s.add_argument("--layer-regex", default=None, type=layer_regex)
@@ -37,9 +38,10 @@ def add_parser(sub) -> None:
     s.add_argument("--json", action="store_true",
                    help="print a JSON object: ranges, timing, totals, steps")
     s.add_argument("--fail-if", action="append", default=[], metavar="GATE", type=gate,
-                   help="exit 1 if B is worse: kernels_per_step>N, gpu_time_per_step>N%%, kernels>N, gpu_time>N%%; "
-                        "decode_step>N%%, prefill>N%%, call>N%% (B significantly slower and by more than N%%) "
-                        "(repeatable)")
+                   help="exit 1 if B is worse than A by more than N (or N%% of A): kernels_per_step+N, "
+                        "gpu_time_per_step+N%%, kernels+N, gpu_time+N%%; decode_step+N%%, prefill+N%%, call+N%% (B "
+                        "significantly slower and by more than N%%); no quotes needed ('METRIC>N', quoted, means "
+                        "the same) (repeatable)")
     add_executor_args(s)
     s.set_defaults(func=run)
 

@@ -14,7 +14,8 @@ sections of :data:`SECTIONS`, each written by one stage of the loop:
   and ``inferred`` (steps and layers found in the kernel stream of an uninstrumented trace,
   ``trace/inferred``);
 * the store (``trace/store``): ``name``, ``format_version``, ``counts`` (rows per table),
-  ``content_sha256`` (the tables' identity) and ``raw`` (the original capture kept beside);
+  ``content_sha256`` (the tables' identity), ``stored_at`` (when) and ``raw`` (the original
+  capture kept beside);
 * a workbench capture (``capturing``): ``capture`` (how: kind, backend, device, workload,
   variant, engine, command, settings), ``env``, ``timing`` (per phase: median, min, max, n,
   samples) and ``outputs`` (what it computed); a rank of a multi-rank capture or a member of
@@ -59,6 +60,7 @@ SECTIONS: dict[str, str] = {
     "format_version": "the store layout the tables were written in (store.layout.FORMAT_VERSION)",
     "counts": "rows per table: kernels, ranges, api, memcpy, memset",
     "content_sha256": "the SHA-256 of the stored tables: the trace's identity (store.layout.content_hash)",
+    "stored_at": "when the store wrote the trace, UTC, ISO 8601 to the second (workbench list shows it)",
     "workload": "read only: the workload's name, in manifests older than capture.workload",
     "variant": "read only: the variant, in manifests older than capture.variant",
     "gaps": "read only: what the capture could not do, listed in a report (also read under capture)",
@@ -71,7 +73,7 @@ SOURCE, ENV, DISTRIBUTED, TENSORRT = "source", "env", "distributed", "tensorrt"
 ATTRIBUTION, GRAPH_KERNELS, CAPTURE, TIMING = "attribution", "graph_kernels", "capture", "timing"
 TIMING_BENCH, OUTPUTS, SET, ANALYSIS = "timing_bench", "outputs", "set", "analysis"
 NAME, COUNTS, CONTENT_SHA256, COMPILED = "name", "counts", "content_sha256", "compiled"
-INFERRED = "inferred"
+INFERRED, STORED_AT = "inferred", "stored_at"
 
 
 def _found(meta, name: str) -> Mapping | None:
