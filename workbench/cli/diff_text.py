@@ -1,7 +1,7 @@
 """The text of ``workbench diff A B``: per-decode-step totals, the changes grouped by range label
 across layers (decode steps, then prefill, then work outside the steps, each under its own
 heading), per-layer counts with their time, and the ranges of one side only. Worded for what
-the traces hold (kernels and GPU time, or CPU ops and their time: ``reporting.words``)."""
+the traces hold (kernels and GPU time, or CPU ops and their time: ``trace.words``)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ and time of the ranges that changed (at most ``MAX_RANGES`` of them, largest tim
 the timeline of the first changed range instance in base and fix, launches per step of every
 trace, the range composition, and, with a sweep, latency against context length (one figure per
 timed phase). A figure left out comes with the reason in its place. Captions name the work
-units as the report does (:mod:`.words`: kernels, or CPU ops for a CPU capture).
+units as the report does (:mod:`workbench.trace.words`: kernels, or CPU ops for a CPU capture).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from .. import textfmt as fmt
 from ..analysis.per_step import TIME_CHANGE, TIME_CHANGE_NS, describe, labels
 from .inputs import Sweep
 from .model import AlignGroup, Code, Table, listing
-from .words import Words
+from ..trace.words import Words
 
 # A range counts as changed when its kernel count differs in any layer, or when its GPU time
 # per step, summed over layers, moved by the diff's rule (analysis.diff.time_moved).
