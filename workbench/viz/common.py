@@ -5,7 +5,7 @@ Figures are deterministic: inputs are sorted, no random ids, so a regenerated re
 byte-identical (pass a fixed ``div_id`` to ``fig.to_html`` for that). Trace-supplied names are
 HTML-escaped before they reach plotly's text rendering (which understands a subset of HTML).
 Counts and times from a diff are per step. A duration is written with its unit (``fmt_ns``:
-``22.0 µs``, ``1.23 ms``); a time axis is in µs, ms or s by its largest value (``time_unit``).
+``22.0 µs``, ``1.23 ms``); a time axis is in µs, ms or s by its largest value (``textfmt.time_unit``, as tables).
 
 Legends are vertical, right of the plot, with whole names wrapped onto several lines, and a
 figure is made tall enough for its whole legend: plotly widens the right margin to fit a
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..textfmt import num
+from ..textfmt import num, time_unit  # noqa: F401  (time_unit: figures take it from here)
 from ..trace.manifest import work_units
 from ..trace.schema import Trace
 
@@ -176,15 +176,6 @@ def fmt_ns(ns) -> str:
     if abs(v) >= 999.5:
         return f"{v:,.0f} {unit}"
     return f"{v:.0f} {unit}" if abs(v) >= 99.95 else f"{v:.1f} {unit}" if abs(v) >= 9.995 else f"{v:.2f} {unit}"
-
-
-def time_unit(max_ns: float) -> tuple[float, str]:
-    """``(divisor, unit)`` for an axis whose largest value is ``max_ns``: µs up to 10 ms, then
-    ms up to 10 s, then s (tick labels keep at most four digits)."""
-    m = abs(float(max_ns or 0))
-    if m >= 1e10:
-        return 1e9, "s"
-    return (1e6, "ms") if m >= 1e7 else (1e3, "\u00b5s")
 
 
 def legend_height(entries, title: bool = True) -> int:
