@@ -19,6 +19,12 @@ ARROW = "\u2192"
 _GROUP = ["range", "layers", "kernels_each_a", "kernels_each_b", "gpu_time_each_ns_a", "gpu_time_each_ns_b", "ratio"]
 
 
+def _per(d) -> str:
+    """What one per-step number is per: a decode step, or for traces without steps (a TensorRT
+    profile, one call) the whole trace, which the diff counts as one step."""
+    return "decode step" if (d.ranges["phase"] == "decode").any() else "trace"
+
+
 def headline(d, w) -> str:
     """The diff in a line: why it has nothing to compare, its largest change, or that none."""
     if none := d.nothing_in_common():
@@ -26,20 +32,26 @@ def headline(d, w) -> str:
     g = d.groups()
     g = g[g["changed"]]
     if len(g):
-        return describe(g.iloc[0], w.units, ARROW)
-    return (f"no range changed per decode step ({w.units}, or {w.time} by {TIME_CHANGE:.0%} and "
+        return describe(g.iloc[0], w.units, ARROW, per=_per(d))
+    return (f"no range changed per {_per(d)} ({w.units}, or {w.time} by {TIME_CHANGE:.0%} and "
             f"{TIME_CHANGE_NS / 1000:g} {fmt.MICRO})")
+
+
+def _steps(n: int) -> str:
+    return f"{n} decode step{'s' if n != 1 else ''}"
 
 
 def _lines(d, w) -> list[str]:
     t = d.totals
-    out = [f"per decode step: {w.units} {fmt.num(t['kernels_per_step_a'])} {ARROW} {fmt.num(t['kernels_per_step_b'])}; "
+    out = [f"per {_per(d)}: {w.units} {fmt.num(t['kernels_per_step_a'])} {ARROW} {fmt.num(t['kernels_per_step_b'])}; "
            f"{w.time} {fmt.time_change(t['gpu_time_per_step_ns_a'], t['gpu_time_per_step_ns_b'])} "
            f"({fmt.pct(t['gpu_time_per_step_ns_b'], t['gpu_time_per_step_ns_a'])})"]
     proj = [t.get(f"gpu_proj_per_step_ns_{s}", float("nan")) for s in "ab"]
     if w.device and all(x == x and x > 0 for x in proj):
-        out.append(f"GPU projection per decode step (nvtx_gpu_proj): {fmt.time_change(*proj)}")
-    out.append(f"A: {d.a} ({t['steps_a']} decode steps); B: {d.b} ({t['steps_b']} decode steps)")
+        out.append(f"GPU projection per {_per(d)} (nvtx_gpu_proj): {fmt.time_change(*proj)}")
+    stepped = _per(d) == "decode step"
+    out.append(f"A: {d.a}" + (f" ({_steps(t['steps_a'])})" if stepped else "") + f"; B: {d.b}"
+               + (f" ({_steps(t['steps_b'])})" if stepped else ""))
     apart = [(label, t[f"{key}_a"], t[f"{key}_b"]) for label, key in (("prefill", "prefill_kernels"),
                                                                       ("outside the steps", "outside_steps_kernels"))]
     if any(a or b for _, a, b in apart):
@@ -52,7 +64,8 @@ def _lines(d, w) -> list[str]:
     for status, side in (("only_a", "A"), ("only_b", "B")):
         only = d.ranges.loc[d.ranges["status"] == status, "range"].astype(str).tolist()
         if only:
-            out.append(f"only in {side}: {len(only)} range(s): " + ", ".join(only[:4]) + (", \u2026" if len(only) > 4 else ""))
+            out.append(f"only in {side}: {len(only)} range(s): " + ", ".join(fmt.one_line(k, 48) for k in only[:4])
+                       + (", \u2026" if len(only) > 4 else ""))
     return out
 
 
@@ -75,8 +88,10 @@ def _groups(d, rows: pd.DataFrame, title: str, changed_only: bool) -> Part | Non
 def diff_page(d) -> tuple[str, list[str], list[Part]]:
     """The diff's display as :func:`~workbench.trace.display.page_html` takes it."""
     w = joined(unit_words(u) for u in d.work_units)
+    if d.nothing_in_common():  # every range is on one side: nothing to group or align
+        return headline(d, w), _lines(d, w), []
     r = d.ranges
-    parts = [_groups(d, d.per_step(), "per decode step, by range across layers (d.groups())", False),
+    parts = [_groups(d, d.per_step(), f"d.groups(): per {_per(d)}, by range across layers", False),
              _groups(d, r[(r["phase"] == "prefill") & ~r["per_step"]], "changed in prefill (per prefill)", True),
              _groups(d, r[(r["phase"] == "other") & ~r["per_step"]], "changed outside the steps (per decode step)", True)]
     g = d.groups()

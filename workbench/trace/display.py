@@ -37,7 +37,7 @@ from .. import textfmt as fmt
 
 HTML_ROWS = 30  # rows a notebook display shows; the rest are counted
 TEXT_ROWS = 20  # rows a terminal display shows
-HTML_CHARS, TEXT_CHARS = 90, 48  # characters of a name in a cell (head and tail around an ellipsis)
+HTML_CHARS, TEXT_CHARS = 160, 48  # characters of a name in a cell (head and tail around an ellipsis)
 
 _STYLE = """<style>
 .wb-display{font-size:13px;line-height:1.4;overflow-x:auto}
@@ -50,7 +50,7 @@ _STYLE = """<style>
 border:none;border-bottom:1px solid rgba(127,127,127,.5)}
 .wb-display table.wb-table td{text-align:left;padding:1px 8px;white-space:nowrap;border:none;
 border-bottom:1px solid rgba(127,127,127,.15)}
-.wb-display table.wb-table td.t{white-space:normal;max-width:36em;overflow-wrap:anywhere}
+.wb-display table.wb-table td.t{white-space:normal;max-width:40em;overflow-wrap:break-word}
 .wb-display table.wb-table .n{text-align:right;font-variant-numeric:tabular-nums}
 .wb-display table.wb-table tr.wb-changed td{background:rgba(255,186,0,.2)}
 .wb-display table.wb-table tr.wb-removed td{background:rgba(220,50,50,.13)}
@@ -67,8 +67,9 @@ _WORDS = {"gpu": "GPU", "cpu": "CPU", "api": "API", "proj": "projection", "pct":
 class Part:
     """One table of a display: the frame, its ``title`` (none for a table shown alone), which of
     its rows changed (one bool per row, in order; None: a :class:`Table`'s own, else its
-    ``changed`` column's, where it has one), ``row_classes`` (a CSS class per row instead: ``removed``, ``added``, ...) and
-    whether a notebook shows it folded (``collapsed``; a terminal then names it only)."""
+    ``changed`` column's, where it has one), ``row_classes`` (a CSS class per row instead:
+    ``removed``, ``added``, ...) and whether a notebook shows it folded (``collapsed``; a
+    terminal then names it only)."""
 
     table: pd.DataFrame
     title: str = ""
@@ -84,7 +85,7 @@ class Part:
         flags = self.changed if self.changed is not None else getattr(self.table, "_shown", (None,) * 3)[2]
         if flags is None or len(flags) != n:  # a table edited since: its own column, if any
             col = self.table.get("changed") if isinstance(self.table, pd.DataFrame) else None
-            flags = [bool(v) and v == v for v in col] if col is not None else [False] * n
+            flags = [not _is_missing(v) and bool(v) for v in col] if col is not None else [False] * n
         return ["changed" if f else "" for f in flags]
 
 
@@ -108,13 +109,9 @@ class Table(pd.DataFrame):
     def _constructor(self):
         return pd.DataFrame
 
-    @property
-    def headline(self) -> str:
-        return self._shown[0]
-
     def _page(self) -> tuple[str, tuple, list[Part]]:
-        headline, notes, changed = self._shown
-        return headline, notes, [Part(self, changed=changed)]
+        headline, notes, _ = self._shown
+        return headline, notes, [Part(self)]
 
     def _repr_html_(self) -> str:
         return page_html(*self._page())
@@ -175,31 +172,32 @@ def _words(name: str) -> str:
     return " ".join(w for w in out if w)
 
 
+def _numbers(s: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
+
+
 def _column(name: str, s: pd.Series, families: dict[str, tuple[float, str]]) -> _Column:
     """How column ``name`` (values ``s``) is shown; ``families``: each time family's unit."""
-    numeric = pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
     head = _words(name)
     if pd.api.types.is_bool_dtype(s):
         return _Column(head, name, False, lambda v: "\u2713" if v else "")
-    if numeric and _TIME.search(name):
+    if not _numbers(s):
+        return _Column(head, name, False, _other)
+    if _TIME.search(name):
         return _time_column(name, *families[_family(name)])
-    if numeric and _MS.search(name):
-        return _Column(f"{head} (ms)", name, True, lambda v: fmt.ms(v))
-    if numeric and name.endswith("_pct"):
+    if _MS.search(name):
+        return _Column(f"{head} (ms)", name, True, fmt.ms)
+    if name.endswith("_pct"):
         return _Column(head, name, True, lambda v: f"{float(v):+.1f}%")
-    if numeric and (name.endswith("_fraction") or "share" in name.split("_")):
+    if name.endswith("_fraction") or "share" in name.split("_"):
         return _Column(head, name, True, lambda v: f"{float(v):.1%}")
-    if numeric and (name == "ratio" or name.endswith("_ratio")):
+    if name == "ratio" or name.endswith("_ratio"):
         return _Column(head, name, True, lambda v: f"{float(v):.2f}x")
-    if numeric and name == "layer":
+    if name == "layer":
         return _Column(head, name, True, lambda v: "\u2013" if v < 0 else str(int(v)))
-    if numeric and (name in _IDS or name.endswith("_id")):
+    if name in _IDS or name.endswith("_id"):
         return _Column(head, name, True, lambda v: str(int(v)) if float(v).is_integer() else fmt.num(v))
-    if numeric and name.startswith("delta_"):
-        return _Column(head, name, True, lambda v: fmt.signed(v))
-    if numeric:
-        return _Column(head, name, True, lambda v: fmt.num(v))
-    return _Column(head, name, False, _other)
+    return _Column(head, name, True, fmt.signed if name.startswith("delta_") else fmt.num)
 
 
 def _other(v) -> str:
@@ -219,7 +217,7 @@ def _families(df: pd.DataFrame) -> dict[str, tuple[float, str]]:
     found: dict[str, list[np.ndarray]] = {}
     for c in df.columns:
         name, s = str(c), df[c]
-        if _TIME.search(name) and pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
+        if _TIME.search(name) and _numbers(s):
             found.setdefault(_family(name), []).append(np.abs(s.to_numpy(dtype=float, na_value=np.nan)))
     out = {}
     for family, columns in found.items():
