@@ -11,8 +11,8 @@ from collections.abc import Mapping
 
 from .. import textfmt as fmt
 from .compiled import compiled_note
-from .manifest import (ATTRIBUTION, CAPTURE, DISTRIBUTED, ENV, SOURCE, graph_note, interpreter_note, recorded_timing,
-                       section, source_note)
+from .manifest import (ATTRIBUTION, CAPTURE, DISTRIBUTED, ENV, SOURCE, graph_note, inferred_note, interpreter_note,
+                       recorded_timing, section, source_note)
 from .words import trace_words
 
 _LINE = 300  # characters of a line of settings (a variant, a command) before it is cut
@@ -76,7 +76,7 @@ def trace_page(t) -> tuple[str, list[str], list]:
     lines = [_source(meta), _machine(meta), _capture(meta), _timing(meta),
              f"rank {rank.get('rank')} of {rank.get('world_size', '?')}" if "rank" in rank else None,
              "; ".join(f"{fmt.num(n)} {w.units} {what}" for n, what in apart if n) or None,
-             graph_note(meta), compiled_note(meta), interpreter_note(meta), source_note(meta),
+             graph_note(meta), compiled_note(meta), inferred_note(meta), interpreter_note(meta), source_note(meta),
              "tables: " + ", ".join(f"{name} {fmt.num(t.rows(name))}" for name in ("kernels", "ranges", "api", "memcpy",
                                                                               "memset")),
              f"stored: {t.path}" if t.path else None]
