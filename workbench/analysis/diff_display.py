@@ -95,10 +95,9 @@ def diff_page(d) -> tuple[str, list[str], list[Part]]:
              _groups(d, r[(r["phase"] == "prefill") & ~r["per_step"]], "changed in prefill (per prefill)", True),
              _groups(d, r[(r["phase"] == "other") & ~r["per_step"]], "changed outside the steps (per decode step)", True)]
     g = d.groups()
-    top = next((al for label in g.loc[g["changed"], "range"] if (al := d.aligned(label))), None)
-    if top is not None:
-        label = g.loc[g["changed"], "range"].iloc[0]
-        parts.append(top.part(f"{label}: aligned {w.units}, A {ARROW} B (one instance)"))
+    top = next(((label, al) for label in g.loc[g["changed"], "range"] if (al := d.aligned(label))), None)
+    if top is not None:  # the largest change whose kernels changed
+        parts.append(top[1].part(f"{top[0]}: aligned {w.units}, A {ARROW} B (one instance)"))
     if len(d.layers):
         parts.append(Part(d.layers, "per layer and range (d.layers)", collapsed=True))
     return headline(d, w), _lines(d, w), [p for p in parts if p is not None]
