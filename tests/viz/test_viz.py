@@ -54,25 +54,37 @@ def test_colors_are_stable_across_processes():
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120,
                            env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout for seed in (1, 2)}
     assert len(outs) == 1
-    from workbench.viz.colors import PALETTE, kernel_colors, muted, range_color, trace_presentation, variant_color
+    from workbench.viz.colors import PALETTE, color_scope, kernel_colors, muted, range_color, trace_presentation, \
+        variant_color
     from workbench.workloads import presentation as of_workload
 
     decoder = of_workload("decoder")
     assert trace_presentation({"capture": {"workload": "decoder"}}) == decoder == trace_presentation({"workload": "decoder"})
-    # Kernels of one figure: distinct colours, by name; the emphasised first and strong, the rest muted.
-    many = [f"k{i:03d}" for i in range(120)]
-    assert len(set(kernel_colors(many).values())) == 120 and kernel_colors(["b", "a"]) == {"a": PALETTE[0], "b": PALETTE[1]}
-    emph = kernel_colors(["a", "b", "c"], emphasis=["c"])
-    assert list(emph) == ["c", "a", "b"] and emph == {"c": PALETTE[0], "a": muted(PALETTE[1]), "b": muted(PALETTE[2])}
-    assert PALETTE[0] not in kernel_colors(["a", "b"], avoid=[PALETTE[0]]).values()
-    assert range_color("kv_write", decoder) == "#d62728"
+    regions = {c for n, c in decoder.colors.items() if n in decoder.regions}
+    with color_scope():
+        # A fresh assignment gives what a fresh process gives.
+        assert str(kernel_colors(["index_elementwise_kernel", "fused_write"])) == outs.pop().strip()
+        # Kernels of one figure: distinct colours, never a workload's region colour, by name
+        # (numbers read as numbers); the emphasised first and strong, the rest muted.
+        many = [f"k{i}" for i in range(120)]
+        first = kernel_colors(many)
+        assert len(set(first.values())) == 120 and not regions & set(first.values())
+        assert list(first)[:3] == ["k0", "k1", "k2"] and list(first)[10] == "k10"
+        emph = kernel_colors(["k2", "k0", "k1"], emphasis=["k2"])
+        assert list(emph) == ["k2", "k0", "k1"] and emph == {"k2": first["k2"], "k0": muted(first["k0"]),
+                                                             "k1": muted(first["k1"])}
+        # One kernel, one colour in every figure of the session, whatever else the figure draws.
+        assert kernel_colors(["k7", "zzz"])["k7"] == first["k7"] == kernel_colors(["k7"])["k7"]
+        assert range_color("kv_write", decoder) == "#d62728"
+    with color_scope():
+        assert kernel_colors(["k7"])["k7"] in PALETTE  # a fresh scope: the palette is free again
     assert variant_color("bucketed", decoder) != variant_color("full", decoder)
     assert variant_color("decoder-kvwrite-unfused", decoder) == variant_color("unfused", decoder) \
         != variant_color("fused", decoder)
-    # A trace of no known workload (an imported capture) gets hash colours only.
+    # A trace of no known workload (an imported capture) gets session colours only.
     foreign = trace_presentation({"source": {"format": "nsys"}})
     assert foreign.regions == () and not foreign.colors and foreign.default_pair is None
-    assert range_color("kv_write") == range_color("kv_write", foreign) in PALETTE
+    assert range_color("kv_write") == range_color("kv_write", foreign) not in regions
     assert variant_color("decoder-kvwrite-unfused") in PALETTE
 
 
@@ -138,7 +150,7 @@ def test_layer_counts_show_fusion(pair):
     _, _, d = pair
     fig = viz.layer_counts(d, range="kv_write")
     a, b = fig.data
-    assert list(a.x) == [f"layer {i}" for i in range(8)] == list(b.x)
+    assert list(a.x) == list(range(8)) == list(b.x) and fig.layout.xaxis.title.text == "layer"  # by number
     assert list(a.y) == [15.0] * 8 and list(b.y) == [1.0] * 8
     assert "kv_write: 15 \u2192 1" in a.customdata[0][1]
     t = viz.layer_time(d)
@@ -149,12 +161,14 @@ def test_diff_bars_scopes(pair):
     _, _, d = pair
     fig = viz.diff_bars(d, "layer_03/kv_write")
     ka, kb = fig.data[0], fig.data[2]
-    assert (list(ka.y), list(kb.y)) == ([15.0], [1.0])
+    assert (list(ka.x), list(kb.x)) == ([15.0], [1.0])
+    # Horizontal bars, one row per range: names beside the bars, never rotated under them.
     layer = viz.diff_bars(d, 5)
-    assert list(layer.data[0].x) == ["attention", "kv_write", "qkv"]
-    assert list(layer.data[0].y) == [4.0, 15.0, 1.0] and list(layer.data[2].y) == [4.0, 1.0, 1.0]
+    assert all(t.orientation == "h" for t in layer.data)
+    assert list(layer.layout.yaxis.ticktext) == ["attention", "kv_write", "qkv"]
+    assert list(layer.data[0].x) == [4.0, 15.0, 1.0] and list(layer.data[2].x) == [4.0, 1.0, 1.0]
     total = viz.diff_bars(d)
-    assert sum(total.data[0].y) == 160 and sum(total.data[2].y) == 48
+    assert sum(total.data[0].x) == 160 and sum(total.data[2].x) == 48
 
 
 def test_timeline_of_one_range_instance(pair):

@@ -19,10 +19,10 @@ from importlib import import_module
 _API = {
     "layer_counts": "diff_figures", "layer_time": "diff_figures", "diff_bars": "diff_figures",
     "range_composition": "trace_figures", "launches_per_step": "trace_figures", "summary_bars": "trace_figures",
-    "timeline": "timelines", "timeline_pair": "timelines", "sweep": "sweeps",
+    "timeline": "timelines", "timeline_pair": "timelines", "sweep": "sweeps", "rank_steps": "set_figures",
     "TraceDiffWidget": "diff_widget", "TraceExplorer": "explorer", "alignment_table": "widgets",
     "kernel_colors": "colors", "range_color": "colors", "range_colors": "colors", "variant_color": "colors",
-    "variant_colors": "colors", "color_map": "colors", "trace_presentation": "colors", "units": "common",
+    "variant_colors": "colors", "color_map": "colors", "color_scope": "colors", "trace_presentation": "colors", "units": "common",
     "default_pair": "notebook", "load_sweep": "notebook",
     # The store look-ups live below viz: nothing in them draws.
     "traces_root": "workbench.trace.store.catalog", "find_trace": "workbench.trace.store.catalog",

@@ -43,13 +43,17 @@ SIDE_LEGEND = dict(orientation="v", x=1.02, xanchor="left", y=1.0, yanchor="top"
 class Units:
     """How a figure names its work units and their time. GPU traces count kernels on streams;
     a CPU-only trace (``meta["source"]["work_units"] == "cpu_op"``) counts CPU ops on
-    threads, and a figure of it must not say "GPU"."""
+    threads, and a figure of it must not say "GPU"; a TensorRT engine profile (trtexec) has
+    engine layers, timed per inference, and no steps."""
 
     work: str       # one unit of work
     works: str      # several
     time: str       # their summed duration
     lane: str       # what runs them, one timeline row each
     issued: str     # what a step does with them
+    step: str = "step"                 # what per-step numbers are per
+    decode_step: str = "decode step"   # what a diff's per-step numbers are per
+    range: str = "range"               # a named part of the trace (a diff matches them)
 
     @property
     def other(self) -> str:
@@ -62,8 +66,10 @@ class Units:
 
 GPU = Units("kernel", "kernels", "GPU time", "GPU stream", "kernels launched")
 CPU = Units("CPU op", "CPU ops", "CPU time", "thread", "CPU ops run")
-# A TensorRT engine profile (trtexec): one work unit per engine layer, timed by the profile.
-TRT = Units("layer", "layers", "layer time (profile)", "engine", "layers run")
+# A TensorRT engine profile (trtexec): one work unit per engine layer, its GPU time the profile's
+# average over the profiled inferences; the trace has one "step", an inference.
+TRT = Units("engine layer", "engine layers", "GPU time", "engine", "engine layers run", step="inference",
+            decode_step="inference", range="engine layer")
 MIXED = Units("kernel or CPU op", "kernels or CPU ops", "time", "stream or thread", "kernels or CPU ops")
 _BY_KIND = {"kernel": GPU, "cpu_op": CPU, "trt_layer": TRT}
 

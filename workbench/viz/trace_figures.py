@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..analysis.projection import project
 from ..analysis.steps import trace_steps_info
-from ..textfmt import num
+from ..textfmt import natural_key, num
 from .colors import SIDE, kernel_colors, range_colors, trace_presentation, variant_colors, variant_preset
 from .common import (
     OTHER_COLOR,
@@ -85,11 +85,12 @@ def range_composition(traces, metric: str = "gpu_time", per_step: bool = True, s
     scale = (lambda v: v / div) if metric == "gpu_time" else float
     # Every trace of the figure lists every (trace, range) category, in this order (missing
     # ones as gaps): plotly orders categories as they first appear, so the base stays left.
-    cats = sorted({(lab, r) for lab, r in zip(df["trace"], df["range"])}, key=lambda x: (order.index(x[0]), x[1]))
+    cats = sorted({(lab, r) for lab, r in zip(df["trace"], df["range"])},
+                  key=lambda x: (order.index(x[0]), x[1] == OTHER_RANGES, natural_key(x[1])))
     multi = len(items) > 1
     x = [[wrap(lab, 40, 2) for lab, _ in cats], [esc(r, 40) for _, r in cats]] if multi else [esc(r, 40) for _, r in cats]
     fig = go.Figure()
-    per = " per step" if per_step else ""
+    per = f" per {u.step}" if per_step else ""
     for kname in list(colors) + ([u.other] if u.other in set(df["kernel"]) else []):
         sub = df[df["kernel"] == kname].set_index(["trace", "range"])
         ys, cd = [], []
@@ -133,8 +134,8 @@ def launches_per_step(traces, step_regex: str | None = None):
             customdata=[[fmt_ns(g), fmt_ns(w)] for g, w in zip(df["gpu_time_ns"], df["wall_ns"])],
             hovertemplate=f"%{{x}}: %{{y:,}} {u.works}<br>{u.time} %{{customdata[0]}}<br>"
                           f"wall %{{customdata[1]}}<extra>{esc(label, 60)}</extra>"))
-    layout(fig, f"{u.issued[:1].upper()}{u.issued[1:]} per step", barmode="group", yaxis_title=u.issued,
-           xaxis_title="step", legend_entries=[tr.name for tr in fig.data])
+    layout(fig, f"{u.issued[:1].upper()}{u.issued[1:]} per {u.step}", barmode="group", yaxis_title=u.issued,
+           xaxis_title=u.step, legend_entries=[tr.name for tr in fig.data])
     return fig
 
 
@@ -164,7 +165,7 @@ def summary_bars(trace, by: str = "range", metric: str = "gpu_time", top: int = 
         df = df.sort_values(["layer", "range"], kind="stable")
         xlab = {x: (f"layer {x}" if x >= 0 else "no layer") for x in sorted(df["layer"].unique())}
         colors = range_colors([r for r in df["range"].unique() if r != OTHER_RANGES], trace_presentation(t))
-        for rng in sorted(df["range"].unique()):
+        for rng in sorted(df["range"].unique(), key=lambda r: (r == OTHER_RANGES, natural_key(r))):
             sub = df[df["range"] == rng]
             fig.add_trace(go.Bar(
                 name=wrap(rng), x=[xlab[x] for x in sub["layer"]], y=[conv(v) for v in sub[col]],

@@ -1,0 +1,91 @@
+"""Figures of a trace set (:func:`workbench.open_set`): what each rank did per step.
+
+A job's first step is its warm-up (allocations, compilation, the first collective's set-up):
+it can last ten times the others and, drawn on the same axis, flatten them. It is left out
+(``warmup``), and the title says what it was.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..textfmt import natural_key
+from .colors import SIDE
+from .common import OTHER_COLOR, esc, fmt_ns, layout, time_unit
+
+WARMUP_RATIO = 2.0  # a leading step this many times the median step (median over ranks) is a warm-up
+PARTS = (("own_ns", "own time (outside collectives)", SIDE["B"]),
+         ("collective_ns", "in collectives (waiting included)", OTHER_COLOR))
+
+
+def _steps(ts) -> pd.DataFrame:
+    df = ts.steps() if hasattr(ts, "steps") else pd.DataFrame(ts)
+    missing = {"rank", "step", "wall_ns", "own_ns", "collective_ns"} - set(df.columns)
+    if missing:
+        raise ValueError(f"rank_steps needs a TraceSet or its steps() table; missing column(s) {', '.join(sorted(missing))}")
+    return df
+
+
+def warmup_steps(steps: pd.DataFrame, warmup="auto") -> list[str]:
+    """The leading steps to leave out: ``warmup`` of them (an int), or with ``"auto"`` each
+    leading step whose wall time (median over ranks) is ``WARMUP_RATIO`` times the median step's."""
+    order = sorted(steps["step"].astype(str).unique(), key=natural_key)
+    if warmup != "auto":
+        return order[:int(warmup)]
+    wall = steps.groupby(steps["step"].astype(str))["wall_ns"].median()
+    typical = float(np.median(wall.to_numpy()))
+    out = []
+    for s in order[:-1]:  # the last step is never a warm-up: something is left to draw
+        if wall[s] < WARMUP_RATIO * typical:
+            break
+        out.append(s)
+    return out
+
+
+def rank_steps(ts, warmup="auto", max_steps: int = 6):
+    """Per rank and step, its own time (outside collectives) and its time in collectives
+    (stacked: the step's wall time on that rank), one panel per step on one time axis, the
+    rank the others waited for (the step's straggler, :func:`workbench.analysis.ranks.stragglers`)
+    outlined. ``ts``: a :class:`~workbench.TraceSet` or its ``steps()`` table. ``warmup``:
+    leading steps left out (see :func:`warmup_steps`; ``0`` keeps every step); ``max_steps``:
+    the panels drawn at most (the first ones)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from ..analysis.ranks import stragglers
+
+    every = _steps(ts).assign(step=lambda x: x["step"].astype(str))
+    left_out = warmup_steps(every, warmup)
+    order = [s for s in sorted(every["step"].unique(), key=natural_key) if s not in left_out]
+    shown = order[:max_steps]
+    df = every[every["step"].isin(shown)]
+    st = stragglers(df) if len(df) else pd.DataFrame(columns=["step", "straggler"])
+    slow = dict(zip(st["step"].astype(str), st["straggler"]))
+    div, unit = time_unit(df["wall_ns"].max() if len(df) else 0)
+    ranks = sorted(df["rank"].unique())
+    fig = make_subplots(rows=1, cols=max(len(shown), 1), shared_yaxes=True, horizontal_spacing=0.03,
+                        subplot_titles=[esc(s, 30) for s in shown] or [""])
+    for col, step in enumerate(shown, start=1):
+        sub = df[df["step"] == step].set_index("rank").reindex(ranks)
+        edge = ["#111111" if r == slow.get(step) else "rgba(0,0,0,0)" for r in ranks]
+        for part, name, color in PARTS:
+            fig.add_trace(go.Bar(
+                name=name, legendgroup=part, showlegend=col == 1, x=[f"rank {r}" for r in ranks],
+                y=[float(v) / div for v in sub[part]], marker=dict(color=color, line=dict(color=edge, width=2)),
+                customdata=[[fmt_ns(o), fmt_ns(c), fmt_ns(w), " (the one the others waited for)" if r == slow.get(step)
+                             else ""] for r, o, c, w in zip(ranks, sub["own_ns"], sub["collective_ns"], sub["wall_ns"])],
+                hovertemplate=f"%{{x}}, {esc(step, 40)}%{{customdata[3]}}<br>own %{{customdata[0]}}, in collectives "
+                              "%{customdata[1]}<br>step %{customdata[2]}<extra></extra>"), row=1, col=col)
+    notes = []
+    if left_out:
+        longest = every.loc[every["step"].isin(left_out), "wall_ns"].max()
+        notes.append(f"{', '.join(esc(s, 30) for s in left_out)} left out: warm-up, up to {fmt_ns(longest)}")
+    if len(order) > len(shown):
+        notes.append(f"the first {len(shown)} of {len(order)} steps")
+    note = f" ({'; '.join(notes)})" if notes else ""
+    layout(fig, f"Per rank and step: own time and time in collectives ({unit}), straggler outlined{note}",
+           barmode="stack", height=440, extra_top=20, legend_entries=[p[1] for p in PARTS])
+    fig.update_yaxes(title_text=f"wall time of the step ({unit})", col=1, rangemode="tozero")
+    fig.update_xaxes(type="category")
+    return fig
