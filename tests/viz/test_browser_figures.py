@@ -9,7 +9,16 @@ real headless Chromium (plotly embedded, networking off), read as a user reads i
   the same colour in both timelines of a pair;
 * bars lie inside the plot area; bar labels that are drawn do not overlap, and stay inside
   their bars where they are drawn inside;
+* tick labels (their rotated outlines) lie inside the figure, outside every plot area, off
+  the titles, subplot titles, axis titles and the legend, and off each other; bar labels off
+  the titles;
 * a CPU-only trace's figures say "CPU", never "GPU" (text, hovers, titles, axes, legends).
+
+Across figures (``test_figures_agree_across_a_session``): one kernel has one colour in every
+figure of a session; layers read in numeric order (0, 1, 2, ..., 10); a TensorRT engine's
+figures say "engine layer" and "per inference", never "step"; a pair of timelines shares one
+time axis (bucketed attention visibly shorter than full); an eager window's kernels are drawn
+wider than slivers (the GPU view); a trace set's warm-up does not flatten the other steps.
 
 On a failure each failing figure is saved as a screenshot under pytest's tmp dir, its path
 printed. Needs the Python ``playwright`` package and a Chromium binary (/usr/bin/chromium or
@@ -27,7 +36,7 @@ import pytest
 
 pytest.importorskip("plotly")
 
-from helpers import CPU_TRACE, TRACES  # noqa: E402
+from helpers import CPU_TRACE, REPO, TRACES  # noqa: E402
 import workbench as wb  # noqa: E402
 from workbench import viz  # noqa: E402
 
@@ -35,7 +44,9 @@ pytestmark = pytest.mark.browser
 
 KV = ("h200-kvwrite-unfused-eager-nsys", "h200-kvwrite-fused-eager-nsys")
 HF = ("h200-hf-attn-eager-static-nsys", "h200-hf-attn-sdpa-static-nsys")
-FIGURE_MODULES = {"trace_figures", "diff_figures", "timelines", "sweeps"}
+FIGURE_MODULES = {"trace_figures", "diff_figures", "timelines", "sweeps", "set_figures"}
+TRT = REPO / "tests" / "data" / "tensorrt"
+SETS = REPO / "tests" / "data" / "sets" / "cpu4"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
         "--disable-quic"]
 
@@ -104,6 +115,16 @@ def _cases() -> tuple[list[Case], set[str]]:
         Case("cpu_diff_bars", (call("diff_bars", cd),), cpu=_diff_knows_units(cd)),
         Case("cpu_layer_time", (call("layer_time", cd),), cpu=_diff_knows_units(cd)),
     ]
+    fp32, fp16 = _trt()
+    td = wb.diff(fp32, fp16)
+    cases += [
+        Case("trt_diff_bars", (call("diff_bars", td, max_ranges=20),), ("A: fp32", "B: fp16")),
+        Case("trt_layer_time", (call("layer_time", td),), ("A: fp32", "B: fp16")),
+        Case("trt_summary_range", (call("summary_bars", fp16, "range", top=15),)),
+        Case("hf_layer_time", (call("layer_time", hd),), habs),
+        Case("hf_composition_counts", (call("range_composition", [ha, hb], metric="kernels"),), HF, kernels=True),
+        Case("cpu4_rank_steps", (call("rank_steps", _rank_steps()),)),
+    ]
     rows = [{"context": c, "variant": v, "median_ms": m, "min_ms": m * 0.95, "max_ms": m * 1.1}
             for c in (512, 2048, 8192) for v, m in (("bucketed", c / 4000), ("full", 2.0))]
     cases.append(Case("sweep_order", (call("sweep", rows, order=["full", "bucketed"], workload="decoder"),),
@@ -113,6 +134,26 @@ def _cases() -> tuple[list[Case], set[str]]:
     eng = [dict(r, engine=e, median_ms=r["median_ms"] * k) for r in rows for e, k in (("eager", 10), ("cudagraph", 1))]
     cases.append(Case("sweep_facets", (call("sweep", eng, facet="engine", order=["full", "bucketed"]),), ("full", "bucketed")))
     return cases, used
+
+
+def _trt():
+    fp32, fp16 = wb.import_file(TRT / "resnet18-a100-fp32"), wb.import_file(TRT / "resnet18-a100-fp16")
+    fp32.name, fp16.name = "fp32", "fp16"
+    return fp32, fp16
+
+
+_SET_STEPS = []
+
+
+def _rank_steps():
+    """The steps table of the committed 4-rank CPU job (rank 2 sleeps in every layer), imported once."""
+    if not _SET_STEPS:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as root:
+            ts = wb.import_set("cpu4", sorted(SETS.glob("rank*.json.gz")), root=root, executor="local")
+            _SET_STEPS.append(ts.steps())
+    return _SET_STEPS[0]
 
 
 def _diff_knows_units(d) -> bool:
@@ -127,6 +168,22 @@ PROBE = r"""(order) => {
   const within = (b, c, slack) => b.left >= c.left - slack && b.right <= c.right + slack &&
                                   b.top >= c.top - slack && b.bottom <= c.bottom + slack;
   const overlap = (p, q) => p.left < q.right - 1 && q.left < p.right - 1 && p.top < q.bottom - 1 && q.top < p.bottom - 1;
+  // An element's outline on the page as a quadrilateral (its rotation kept), and whether two
+  // such convex outlines overlap by more than a pixel (separating axes).
+  const quad = (el) => {
+    const b = el.getBBox(), m = el.getScreenCTM();
+    return [[b.x, b.y], [b.x + b.width, b.y], [b.x + b.width, b.y + b.height], [b.x, b.y + b.height]]
+      .map(([x, y]) => [m.a * x + m.c * y + m.e, m.b * x + m.d * y + m.f]);
+  };
+  const overlaps = (P, Q) => {
+    for (const poly of [P, Q]) for (let i = 0; i < poly.length; i++) {
+      const [x1, y1] = poly[i], [x2, y2] = poly[(i + 1) % poly.length];
+      const nx = y2 - y1, ny = x1 - x2, len = Math.hypot(nx, ny) || 1;
+      const pp = P.map(p => (p[0] * nx + p[1] * ny) / len), qq = Q.map(p => (p[0] * nx + p[1] * ny) / len);
+      if (Math.max(...pp) <= Math.min(...qq) + 1 || Math.max(...qq) <= Math.min(...pp) + 1) return false;
+    }
+    return true;
+  };
   let prevTop = -1;
   plots.forEach((gd, fi) => {
     const svg = gd.querySelector('svg.main-svg');
@@ -174,6 +231,40 @@ PROBE = r"""(order) => {
       for (let j = i + 1; j < shown.length; j++)
         if (overlap(shown[i][1], shown[j][1]))
           out.problems.push(`figure ${fi}: labels overlap: "${shown[i][0]}" / "${shown[j][0]}"`);
+    // Tick labels: their outlines (rotated ones included) inside the figure, off every plot
+    // area, title, axis title and the legend, and off each other; bar labels off the titles.
+    const ticks = Array.from(gd.querySelectorAll('.xaxislayer-above text, .yaxislayer-above text'))
+      .filter(t => t.textContent.trim() && t.getBoundingClientRect().width > 0);
+    const titles = Array.from(gd.querySelectorAll('.gtitle, .annotation-text, .g-xtitle text, .g-ytitle text, ' +
+      '[class^="g-x"][class$="title"] text, [class^="g-y"][class$="title"] text'))
+      .filter(t => t.textContent.trim() && t.getBoundingClientRect().width > 0);
+    const tq = ticks.map(quad), hq = titles.map(quad);
+    const areaQ = Array.from(gd.querySelectorAll('.bglayer rect.bg')).map(quad);
+    const legendQ = bg ? [quad(bg)] : [];
+    ticks.forEach((t, i) => {
+      const name = t.textContent.slice(0, 40);
+      if (!tq[i].every(([x, y]) => x >= box.left - 1 && x <= box.right + 1 && y >= box.top - 1 && y <= box.bottom + 1))
+        out.problems.push(`figure ${fi}: tick label "${name}" sticks out of the figure`);
+      if (areaQ.some(a => overlaps(tq[i], a))) out.problems.push(`figure ${fi}: tick label "${name}" runs into a plot area`);
+      hq.forEach((h, j) => { if (overlaps(tq[i], h))
+        out.problems.push(`figure ${fi}: tick label "${name}" runs over "${titles[j].textContent.slice(0, 40)}"`); });
+      if (legendQ.some(l => overlaps(tq[i], l))) out.problems.push(`figure ${fi}: tick label "${name}" runs into the legend`);
+      for (let j = i + 1; j < ticks.length; j++) if (overlaps(tq[i], tq[j]))
+        out.problems.push(`figure ${fi}: tick labels overlap: "${name}" / "${ticks[j].textContent.slice(0, 40)}"`);
+    });
+    // Titles off the plot areas and off each other.
+    const heads = Array.from(gd.querySelectorAll('.gtitle, .annotation-text')).filter(t => t.textContent.trim());
+    heads.forEach((h, i) => {
+      const q = quad(h);
+      if (areaQ.some(a => overlaps(q, a))) out.problems.push(`figure ${fi}: title "${h.textContent.slice(0, 40)}" runs into a plot area`);
+      for (let j = i + 1; j < heads.length; j++) if (overlaps(q, quad(heads[j])))
+        out.problems.push(`figure ${fi}: titles overlap: "${h.textContent.slice(0, 40)}" / "${heads[j].textContent.slice(0, 40)}"`);
+    });
+    shown.forEach(([text, b]) => {
+      const q = [[b.left, b.top], [b.right, b.top], [b.right, b.bottom], [b.left, b.bottom]];
+      hq.forEach((h, j) => { if (overlaps(q, h))
+        out.problems.push(`figure ${fi}: bar label "${text}" runs over "${titles[j].textContent.slice(0, 40)}"`); });
+    });
     out.text += Array.from(gd.querySelectorAll('text')).map(t => t.textContent).join('\n') + '\n' +
                 JSON.stringify(gd.data) + JSON.stringify(gd.layout) + '\n';
     if (!order) return;
@@ -191,6 +282,13 @@ PROBE = r"""(order) => {
     };
     const xa = axisX(base), xb = axisX(fix);
     if (xa !== null && xb !== null && xa > xb) out.problems.push(`figure ${fi}: the fix is left of the base on the x axis`);
+    // Panels (subplot titles): the base's left of the fix's.
+    const panel = (label) => {
+      const t = Array.from(gd.querySelectorAll('.annotation-text')).find(a => a.textContent.includes(label));
+      return t ? t.getBoundingClientRect().left : null;
+    };
+    const pa = panel(base), pb = panel(fix);
+    if (pa !== null && pb !== null && pa > pb) out.problems.push(`figure ${fi}: the fix's panel is left of the base's`);
     // Grouped bars: the base trace's first bar left of the fix trace's, in the first subplot.
     const layer = gd.querySelector('.barlayer');
     if (layer) {

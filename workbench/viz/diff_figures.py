@@ -15,10 +15,9 @@ import pandas as pd
 from ..analysis.diff import TraceDiff
 from ..textfmt import compact, natural_key, num
 from .colors import SIDE
-from .common import OTHER_RANGES, esc, fmt_ns, layout, time_unit, top_names, units, wrap
+from .common import OTHER_RANGES, esc, fmt_ns, layout, row_axes, row_ticks, rows_height, time_unit, top_names, units, wrap
 
 _SUMS = ["kernels_a", "kernels_b", "gpu_time_ns_a", "gpu_time_ns_b"]
-NAME_WRAP = 30  # characters per line of a row's name; two lines, then cut (the hover has it whole)
 
 
 def _label(d: TraceDiff, side: str) -> str:
@@ -41,28 +40,13 @@ def _natural(index) -> list:
     return sorted(index, key=lambda n: (str(n).startswith("("), natural_key(n)))
 
 
-def _ticks(names: list[str]) -> tuple[list[str], int]:
-    """The rows' tick texts (their names wrapped) and the lines those take."""
-    ticks = [wrap(n, NAME_WRAP, 2) for n in names]
-    return ticks, sum(t.count("<br>") + 1 for t in ticks)
-
-
 def _hbar(go, d: TraceDiff, side: str, names: list[str], xs: list[float], shown: list[str], **kw):
-    """One side's horizontal bars over the rows ``names`` (by position: two names that wrap
-    alike stay two rows), the values ``shown`` on the bars and in the hover."""
+    """One side's horizontal bars over the rows ``names`` (:func:`~.common.row_axes`), the
+    values ``shown`` on the bars and in the hover."""
     return go.Bar(name=_label(d, side), orientation="h", y=list(range(len(names))), x=xs, marker_color=SIDE[side],
                   legendgroup=side, text=shown, textposition="outside", cliponaxis=False,
                   customdata=[[esc(n, 200), v] for n, v in zip(names, shown)],
                   hovertemplate="%{customdata[0]}<br>" + side + ": %{customdata[1]}<extra></extra>", **kw)
-
-
-def _row_axes(fig, ticks: list[str], **kw) -> None:
-    fig.update_yaxes(tickmode="array", tickvals=list(range(len(ticks))), ticktext=ticks, autorange="reversed",
-                     automargin=True, **kw)
-
-
-def _height(lines: int, rows: int) -> int:
-    return max(300, 150 + 30 * rows + 14 * max(lines - rows, 0))
 
 
 def _per_layer(d: TraceDiff, metric: str, range_name: str | None, title: str):
@@ -87,10 +71,10 @@ def _per_layer(d: TraceDiff, metric: str, range_name: str | None, title: str):
         for side, col in (("A", f"{metric}_a"), ("B", f"{metric}_b")):
             vals = [float(g.loc[n, col]) for n in rows]
             fig.add_trace(_hbar(go, d, side, rows, [v / div for v in vals], [fmt(v) for v in vals]))
-        ticks, lines = _ticks(rows)
-        layout(fig, title, barmode="group", xaxis_title=what, height=_height(lines, len(rows)), margin=dict(l=20),
+        ticks = row_ticks(rows)
+        layout(fig, title, barmode="group", xaxis_title=what, height=rows_height(ticks), margin=dict(l=20),
                legend_entries=[tr.name for tr in fig.data])
-        _row_axes(fig, ticks)
+        row_axes(fig, ticks)
         return fig
     groups = list(layered.groupby("layer", sort=True))
     for side, col in (("A", f"{metric}_a"), ("B", f"{metric}_b")):
@@ -173,10 +157,10 @@ def diff_bars(d: TraceDiff, scope=None, max_ranges: int = 30):
                                            ([v / div for v in times], [fmt_ns(v) for v in times])), start=1):
             top[col - 1] = max([top[col - 1], *xs])
             fig.add_trace(_hbar(go, d, side, names, xs, shown, showlegend=None if col == 1 else False), row=1, col=col)
-    ticks, lines = _ticks(names)
-    layout(fig, f"A vs B: {title}", barmode="group", height=_height(lines, len(names)), extra_top=20,
+    ticks = row_ticks(names)
+    layout(fig, f"A vs B: {title}", barmode="group", height=rows_height(ticks), extra_top=20,
            margin=dict(l=20), legend_entries=[tr.name for tr in fig.data if tr.showlegend is not False])
-    _row_axes(fig, ticks)
+    row_axes(fig, ticks)
     # Room right of the longest bar for its value.
     for col, t in enumerate(top, start=1):
         fig.update_xaxes(range=[0, t * 1.3], rangemode="tozero", row=1, col=col)
