@@ -28,6 +28,7 @@ printed. Needs the Python ``playwright`` package and a Chromium binary (/usr/bin
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -239,7 +240,7 @@ PROBE = r"""(order) => {
       '[class^="g-x"][class$="title"] text, [class^="g-y"][class$="title"] text'))
       .filter(t => t.textContent.trim() && t.getBoundingClientRect().width > 0);
     const tq = ticks.map(quad), hq = titles.map(quad);
-    const areaQ = Array.from(gd.querySelectorAll('.bglayer rect.bg')).map(quad);
+    const areaQ = Array.from(gd.querySelectorAll('.draglayer .nsewdrag')).map(quad);  // the plot areas
     const legendQ = bg ? [quad(bg)] : [];
     ticks.forEach((t, i) => {
       const name = t.textContent.slice(0, 40);
@@ -375,3 +376,137 @@ def test_every_figure_reads_well_in_chromium(tmp_path):
         finally:
             browser.close()
     assert not failed, "\n".join(f"{c.name}: {pr}" for c in failed for pr in c.problems)
+
+
+# What the cross-figure checks read from a page: per figure, its legend (text, fill), its tick
+# labels (text, centre), its plot areas, its kernel bars (left, right, width, height) and text.
+READ = r"""() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => {
+  const box = (el) => { const b = el.getBoundingClientRect(); return {l: b.left, r: b.right, t: b.top, b: b.bottom}; };
+  const legend = Array.from(gd.querySelectorAll('.legend .traces')).map(tr => {
+    const sw = tr.querySelector('.legendpoints path');
+    return {text: tr.querySelector('.legendtext').textContent, fill: sw ? getComputedStyle(sw).fill : null};
+  });
+  const ticks = (sel) => Array.from(gd.querySelectorAll(sel)).filter(t => t.textContent.trim())
+    .map(t => ({text: t.textContent, ...box(t)}));
+  const bars = [];
+  gd.querySelectorAll('.barlayer .trace').forEach(tr => {
+    const name = tr.__data__ && tr.__data__[0] ? String(tr.__data__[0].trace.name) : '';
+    tr.querySelectorAll('.point path').forEach(p => bars.push({name, fill: getComputedStyle(p).fill, ...box(p)}));
+  });
+  return {legend, xticks: ticks('.xaxislayer-above text'), yticks: ticks('.yaxislayer-above text'), bars,
+          areas: Array.from(gd.querySelectorAll('.draglayer .nsewdrag')).map(box),
+          text: Array.from(gd.querySelectorAll('text')).map(t => t.textContent).join('\n')};
+})"""
+
+
+def _hue(fill: str) -> float:
+    import colorsys
+
+    r, g, b = (int(v) / 255 for v in fill[fill.index("(") + 1:fill.index(")")].split(",")[:3])
+    return colorsys.rgb_to_hls(r, g, b)[0] * 360
+
+
+def _pages() -> dict[str, tuple]:
+    """The figures of one session, drawn in this order (one kernel colour book: the session's)."""
+    a, b = (wb.open_trace(str(TRACES / n)) for n in KV)
+    ha, hb = (wb.open_trace(str(TRACES / n)) for n in HF)
+    full, bucketed = (wb.open_trace(str(TRACES / f"h200-cache-{v}-ctx512-eager-torch")) for v in ("full", "bucketed"))
+    fp32, fp16 = _trt()
+    td = wb.diff(fp32, fp16)
+    return {
+        "colors": (viz.timeline(a), viz.range_composition(a), viz.timeline_pair((a, b), "layer_03/kv_write")[0],
+                   viz.range_composition({"unfused": a, "fused": b})),
+        "layers": (viz.layer_counts(wb.diff(ha, hb), range="self_attn"), viz.diff_bars(td, max_ranges=20)),
+        "trt": (viz.diff_bars(td, max_ranges=20), viz.layer_time(td), viz.launches_per_step([fp32, fp16]),
+                viz.summary_bars(fp16, "range", top=15)),
+        "attention": viz.timeline_pair((full, bucketed), "layer_03/attention"),
+        "ranks": (viz.rank_steps(_rank_steps()),),
+    }
+
+
+def _agree(name: str, figs: list[dict]) -> list[str]:
+    problems = []
+    if name == "colors":
+        # One kernel, one hue in every figure (the same colour where no figure mutes it).
+        seen: dict[str, list] = {}
+        for i, f in enumerate(figs):
+            for e in f["legend"]:
+                if e["fill"] and not e["text"].startswith("("):
+                    seen.setdefault(e["text"], []).append((i, e["fill"]))
+        shared = {k: v for k, v in seen.items() if len({i for i, _ in v}) > 1}
+        if len(shared) < 3:
+            problems.append(f"only {len(shared)} kernels drawn in more than one figure")
+        for k, v in shared.items():
+            hues = [_hue(fill) for _, fill in v]
+            if max(hues) - min(hues) > 3:
+                problems.append(f"kernel {k[:50]} changes colour between figures: {v}")
+            plain = {fill for i, fill in v if i in (0, 1)}  # figures without emphasis: never muted
+            if len(plain) > 1:
+                problems.append(f"kernel {k[:50]} has colours {sorted(plain)} in two plain figures")
+    elif name == "layers":
+        xs = sorted((t["l"], t["text"]) for t in figs[0]["xticks"] if re.fullmatch(r"(layer )?\d+", t["text"].strip()))
+        if [int(x.split()[-1]) for _, x in xs] != list(range(16)):
+            problems.append(f"layers left to right read {[x for _, x in xs]}")
+        # Engine layers in reading order (top to bottom, or left to right on an x axis).
+        rows = [t["text"] for t in sorted(figs[1]["yticks"], key=lambda t: t["t"])] + \
+               [t["text"] for t in sorted(figs[1]["xticks"], key=lambda t: t["l"])]
+        first = [next((i for i, r in enumerate(rows) if r.startswith(n)), None) for n in ("Conv_3 +", "Conv_10 +")]
+        if None in first or first[0] > first[1]:
+            problems.append(f"engine layers read {rows[:8]}")
+    elif name == "trt":
+        for i, f in enumerate(figs):
+            for word in ("step", "kernel"):
+                if word in f["text"]:
+                    problems.append(f"TensorRT figure {i} says {word!r}")
+        if "engine layers per inference" not in figs[0]["text"] or "GPU time per inference" not in figs[0]["text"]:
+            problems.append("TensorRT diff bars do not say engine layers / GPU time per inference")
+    elif name == "attention":
+        # One time axis: the same ticks; bucketed attention's GPU work visibly shorter.
+        ends = []
+        for f in figs:
+            plot = f["areas"][0]
+            kernels = [b for b in f["bars"] if b["name"] != "ranges"]
+            ends.append((max(b["r"] for b in kernels) - plot["l"]) / (plot["r"] - plot["l"]))
+            widths = sorted(b["r"] - b["l"] for b in kernels)
+            if widths[len(widths) // 2] < 3:
+                problems.append(f"kernels drawn as slivers: median {widths[len(widths) // 2]:.1f} px")
+        if [t["text"] for t in figs[0]["xticks"]] != [t["text"] for t in figs[1]["xticks"]]:
+            problems.append("full and bucketed timelines have different time axes")
+        if not 0.65 < ends[1] / ends[0] < 0.8:
+            problems.append(f"bucketed/full GPU extent on the page {ends[1] / ends[0]:.2f}, expected about 0.73")
+    elif name == "ranks":
+        f = figs[0]
+        plot = f["areas"][0]
+        own = [b for b in f["bars"] if b["name"].startswith("own") and plot["l"] <= b["l"] and b["r"] <= plot["r"]]
+        tallest = max(b["b"] - b["t"] for b in own)
+        if tallest < 0.5 * (plot["b"] - plot["t"]):
+            problems.append(f"the straggler's own time is {tallest:.0f} px of a {plot['b'] - plot['t']:.0f} px plot")
+        if "_ns" in " ".join(e["text"] for e in f["legend"]):
+            problems.append("the legend shows raw column names")
+    return problems
+
+
+def test_figures_agree_across_a_session(tmp_path):
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    exe = _chromium()
+    pages = _pages()
+    failed = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=ARGS)
+        try:
+            page = browser.new_context(viewport={"width": 1000, "height": 900}, offline=True).new_page()
+            for name, figs in pages.items():
+                case = Case(name, tuple(figs))
+                _html(case, tmp_path / f"{name}.html")
+                page.goto((tmp_path / f"{name}.html").as_uri(), wait_until="load")
+                page.wait_for_function(f"document.querySelectorAll('svg.main-svg').length >= {len(figs)}",
+                                       timeout=20_000)
+                problems = _agree(name, page.evaluate(READ))
+                if problems:
+                    shot = tmp_path / f"{name}.png"
+                    page.screenshot(path=str(shot), full_page=True)
+                    print(f"{name}: screenshot {shot}")
+                    failed += [f"{name}: {pr}" for pr in problems]
+        finally:
+            browser.close()
+    assert not failed, "\n".join(failed)
