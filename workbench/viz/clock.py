@@ -3,9 +3,9 @@
 In an eager engine's window the host sets the pace: kernels run as they are launched, a
 microsecond or two each, with tens of microseconds of idle GPU between them, so at the
 window's scale every kernel is a one-pixel sliver. The *GPU view* cuts the idle gaps: the
-axis runs over the union of the window's kernels (their busy time), each gap between two busy
-stretches shrunk to a hair (``GAP`` of the busy time), so the kernels take the width and two
-windows' GPU work compare by length. A timeline picks it on its own when the GPU is busy less
+axis runs over the union of the window's kernels (their busy time), the gaps between busy
+stretches shrunk to hairs (all of them together ``GAP`` of the busy time at most), so the
+kernels take the width and two windows' GPU work compare by length. A timeline picks it on its own when the GPU is busy less
 than ``HOST_DOMINATED`` of the window (:func:`host_dominated`).
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 HOST_DOMINATED = 0.25
-GAP = 0.004  # an idle gap in the GPU view: this share of the busy time (about 2 px at notebook width)
+GAP = 0.05  # the idle gaps of the GPU view together: at most this share of the busy time
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class Clock:
     real: np.ndarray
     axis: np.ndarray
     gpu: bool
+    busy: float = 0.0  # the GPU view's busy time (ns): the axis without its gaps
 
     @property
     def total(self) -> float:
@@ -56,11 +57,12 @@ def gpu_clock(start: np.ndarray, end: np.ndarray) -> Clock:
     """GPU busy time from the first kernel, idle gaps cut (see the module docstring)."""
     s, e = busy_intervals(start, end)
     lengths = (e - s).astype(np.float64)
-    gap = GAP * max(float(lengths.sum()), 1.0)
+    busy = float(lengths.sum())
+    gap = GAP * max(busy, 1.0) / max(len(s) - 1, 1)
     real = np.column_stack([s, e]).ravel().astype(np.float64)
     # Axis length before each point: busy stretches at full length, each gap at most ``gap``.
     steps = np.column_stack([np.r_[0.0, np.minimum(s[1:] - e[:-1], gap)], lengths]).ravel()
-    return Clock(real, np.cumsum(steps), True)
+    return Clock(real, np.cumsum(steps), True, busy)
 
 
 def host_dominated(start: np.ndarray, end: np.ndarray, t0: int, t1: int) -> bool:

@@ -203,7 +203,7 @@ def _figure(label: str, t, w, legend: list[str], colors: dict, title: str | None
     ktraces = _kernel_traces(go, one, legend, colors, u, w, clock, div) if len(one) else []
     notes = []
     if clock.gpu:
-        notes.append(f"GPU view: {fmt_ns(clock.total)} of {u.works}, idle gaps cut")
+        notes.append(f"GPU view: {fmt_ns(clock.busy)} busy, idle gaps cut")
     if len(small):
         merged, nbars = _merged(go, small, _lanes(small, u.lane == "thread"), u, w, clock, div, max_bars - len(one))
         ktraces.append(merged)
