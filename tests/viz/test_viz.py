@@ -659,6 +659,12 @@ def test_rank_steps_leaves_the_warm_up_out():
     top = max(a + b for a, b in zip(own.y, [t for t in fig.data if t.name.startswith("in") and t.xaxis == "x"][0].y))
     assert max(own.y) > 0.7 * top  # the straggler's 122 ms is most of the axis, not a sliver
     assert list(own.marker.line.color).index("#111111") == 2  # rank 2 outlined
+    # Two runs of the job in one set: a member is its variant and rank.
+    import pandas as pd
+
+    two = viz.rank_steps(pd.concat([steps.assign(variant="base"), steps.assign(variant="fix")], ignore_index=True))
+    assert list(two.data[0].x) == [f"{v} rank {r}" for v in ("base", "fix") for r in range(4)]
+    assert list(two.data[0].marker.line.color).count("#111111") == 2  # rank 2 of each run
     every = viz.rank_steps(steps, warmup=0)
     assert [a.text for a in every.layout.annotations] == ["step_0", "step_1", "step_2"]
     with pytest.raises(ValueError, match="steps"):

@@ -5,8 +5,8 @@ microsecond or two each, with tens of microseconds of idle GPU between them, so 
 window's scale every kernel is a one-pixel sliver. The *GPU view* cuts the idle gaps: the
 axis runs over the union of the window's kernels (their busy time), the gaps between busy
 stretches shrunk to hairs (all of them together ``GAP`` of the busy time at most), so the
-kernels take the width and two windows' GPU work compare by length. A timeline picks it on its own when the GPU is busy less
-than ``HOST_DOMINATED`` of the window (:func:`host_dominated`).
+kernels take the width and two windows' GPU work compare by length. A timeline picks it on
+its own when the GPU is busy less than ``HOST_DOMINATED`` of the window (:func:`host_dominated`).
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ import pandas as pd
 from ..analysis.diff import TraceDiff
 from ..textfmt import compact, natural_key, num
 from .colors import SIDE
-from .common import OTHER_RANGES, esc, fmt_ns, layout, row_axes, row_ticks, rows_height, time_unit, top_names, units, wrap
+from .common import (OTHER_RANGES, esc, fmt_ns, layout, row_axes, row_ticks, rows_height, time_unit, top_names, units,
+                     wrap)
 
 _SUMS = ["kernels_a", "kernels_b", "gpu_time_ns_a", "gpu_time_ns_b"]
 

@@ -290,8 +290,8 @@ class TraceDiffWidget(widgets.VBox):
         else:
             for row in sorted(r.itertuples(), key=lambda x: natural_key(x.range)):
                 al = d.alignments.get(row.range)
-                parts.append(range_header(row, u) + f"<div style='color:#555'>{_e(self._what_changed(d, row, precisions))}"
-                             "</div>")
+                what = _e(self._what_changed(d, row, precisions))
+                parts.append(range_header(row, u) + f"<div style='color:#555'>{what}</div>")
                 if al:
                     parts.append(alignment_table(al))
         return _STYLE + "<div class='wb-alignments'>" + "".join(parts) + "</div>"

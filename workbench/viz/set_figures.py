@@ -23,7 +23,8 @@ def _steps(ts) -> pd.DataFrame:
     df = ts.steps() if hasattr(ts, "steps") else pd.DataFrame(ts)
     missing = {"rank", "step", "wall_ns", "own_ns", "collective_ns"} - set(df.columns)
     if missing:
-        raise ValueError(f"rank_steps needs a TraceSet or its steps() table; missing column(s) {', '.join(sorted(missing))}")
+        raise ValueError("rank_steps needs a TraceSet or its steps() table; missing column(s) "
+                         + ", ".join(sorted(missing)))
     return df
 
 
@@ -60,21 +61,27 @@ def rank_steps(ts, warmup="auto", max_steps: int = 6):
     order = [s for s in sorted(every["step"].unique(), key=natural_key) if s not in left_out]
     shown = order[:max_steps]
     df = every[every["step"].isin(shown)]
-    st = stragglers(df) if len(df) else pd.DataFrame(columns=["step", "straggler"])
-    slow = dict(zip(st["step"].astype(str), st["straggler"]))
+    # A member: its rank, with the run and variant where the set holds several.
+    roles = [c for c in ("run_id", "variant") if c in df and df[c].nunique() > 1]
+    keys = roles + ["rank"]
+    st = stragglers(df) if len(df) else pd.DataFrame(columns=[*roles, "step", "straggler"])
+    slow = {(*(r[c] for c in roles), str(r["step"]), r["straggler"]) for r in st.to_dict(orient="records")}
     div, unit = time_unit(df["wall_ns"].max() if len(df) else 0)
-    ranks = sorted(df["rank"].unique())
+    members = sorted({tuple(m) for m in df[keys].itertuples(index=False)}, key=lambda m: tuple(map(natural_key, m)))
+    labels = [" ".join([*(esc(v, 20) for v in m[:-1]), f"rank {m[-1]}"]) for m in members]
     fig = make_subplots(rows=1, cols=max(len(shown), 1), shared_yaxes=True, horizontal_spacing=0.03,
                         subplot_titles=[esc(s, 30) for s in shown] or [""])
     for col, step in enumerate(shown, start=1):
-        sub = df[df["step"] == step].set_index("rank").reindex(ranks)
-        edge = ["#111111" if r == slow.get(step) else "rgba(0,0,0,0)" for r in ranks]
+        at = {tuple(r[k] for k in keys): r for r in df[df["step"] == step].to_dict(orient="records")}
+        sub = pd.DataFrame([at.get(m, {}) for m in members], columns=[p[0] for p in PARTS] + ["wall_ns"])
+        waited = [(*m[:-1], step, m[-1]) in slow for m in members]
+        edge = ["#111111" if w else "rgba(0,0,0,0)" for w in waited]
         for part, name, color in PARTS:
             fig.add_trace(go.Bar(
-                name=name, legendgroup=part, showlegend=col == 1, x=[f"rank {r}" for r in ranks],
+                name=name, legendgroup=part, showlegend=col == 1, x=labels,
                 y=[float(v) / div for v in sub[part]], marker=dict(color=color, line=dict(color=edge, width=2)),
-                customdata=[[fmt_ns(o), fmt_ns(c), fmt_ns(w), " (the one the others waited for)" if r == slow.get(step)
-                             else ""] for r, o, c, w in zip(ranks, sub["own_ns"], sub["collective_ns"], sub["wall_ns"])],
+                customdata=[[fmt_ns(o), fmt_ns(c), fmt_ns(w), " (the one the others waited for)" if slowest else ""]
+                            for o, c, w, slowest in zip(sub["own_ns"], sub["collective_ns"], sub["wall_ns"], waited)],
                 hovertemplate=f"%{{x}}, {esc(step, 40)}%{{customdata[3]}}<br>own %{{customdata[0]}}, in collectives "
                               "%{customdata[1]}<br>step %{customdata[2]}<extra></extra>"), row=1, col=col)
     notes = []
