@@ -98,20 +98,22 @@ class _Book:
         self.kind = kind
         self.given: dict[str, str] = {}
         self._held: set[str] = set()
+        self._beyond = len(PALETTE)  # the next golden-angle colour to try past the palette
 
-    def color(self, name: str) -> str:
-        if name not in self.given:
+    def colors(self, names: Iterable[str]) -> dict[str, str]:
+        new = [n for n in names if n not in self.given]
+        if new:
             free = [c for c in PALETTE if c not in _reserved()]
-            at = _index(f"{self.kind}:{name}", min(_STRONG, len(free))) if free else 0
-            # From the hashed one on through the strong ones, then the rest, then past the palette.
-            order = free[at:_STRONG] + free[:at] + free[_STRONG:]
-            c = next((c for c in order if c not in self._held), None)
-            i = len(PALETTE)
-            while c is None or c in self._held:
-                c, i = _nth(i), i + 1
-            self.given[name] = c
-            self._held.add(c)
-        return self.given[name]
+            for name in new:
+                at = _index(f"{self.kind}:{name}", min(_STRONG, len(free))) if free else 0
+                # From the hashed one on through the strong ones, then the rest, then past the palette.
+                order = free[at:_STRONG] + free[:at] + free[_STRONG:]
+                c = next((c for c in order if c not in self._held), None)
+                while c is None or c in self._held:
+                    c, self._beyond = _nth(self._beyond), self._beyond + 1
+                self.given[name] = c
+                self._held.add(c)
+        return {n: self.given[n] for n in names}
 
 
 def _reserved() -> set[str]:
@@ -146,8 +148,7 @@ def kernel_colors(names: Iterable[str], emphasis: Iterable[str] | None = None) -
     no emphasis (or all of them) no kernel is muted."""
     names = sorted({str(n) for n in names}, key=natural_key)
     emph = {str(n) for n in emphasis or ()} & set(names)
-    book = _book("kernel")
-    colors = {n: book.color(n) for n in names}  # given in name order: the same order each time
+    colors = _book("kernel").colors(names)  # given in name order: the same order each time
     if not emph or emph == set(names):
         return colors
     return {**{n: colors[n] for n in names if n in emph}, **{n: muted(colors[n]) for n in names if n not in emph}}
@@ -167,12 +168,14 @@ def range_color(name: str, p: Presentation = NO_PRESENTATION) -> str:
     """Colour of one range (innermost name such as ``kv_write``): the workload's colour for
     it, else the one it has in every figure of the session (see the module docstring)."""
     s = str(name)
-    return p.colors.get(s) or _FIXED.get(s) or _book("range").color(s)
+    return p.colors.get(s) or _FIXED.get(s) or _book("range").colors([s])[s]
 
 
 def range_colors(names: Iterable[str], p: Presentation = NO_PRESENTATION) -> dict[str, str]:
     """The colours of the ranges of one figure (:func:`range_color`), by name."""
-    return {n: range_color(n, p) for n in sorted({str(n) for n in names}, key=natural_key)}
+    names = sorted({str(n) for n in names}, key=natural_key)
+    booked = _book("range").colors([n for n in names if not (p.colors.get(n) or _FIXED.get(n))])
+    return {n: p.colors.get(n) or _FIXED.get(n) or booked[n] for n in names}
 
 
 def variant_preset(name: str, p: Presentation = NO_PRESENTATION) -> str | None:
