@@ -584,11 +584,13 @@ def test_tensorrt_figures_say_engine_layers_per_inference():
     w = viz.TraceDiffWidget(fp32, fp16, root=TRACES)
     text = re.sub(r"<[^>]+>", " ", w.summary.value + w.table.value)
     assert "step" not in text and "engine layers per inference" in text and w.scope.options[0][0] == "every engine layer"
-    assert "Conv_0 + Relu_1 : engine layers per inference 1 \u2192 1 each; precision FP32 \u2192 FP16, GPU time " \
-           "522 \u00b5s \u2192 112 \u00b5s (-78.6%)" in re.sub(r"\s+", " ", text)
+    # The layers that changed alike are listed together: precision and (mean) time, not "unchanged".
+    assert "(21 engine layers) : engine layers per inference 1 \u2192 1 each; precision FP32 \u2192 FP16, GPU time " \
+           "97.9 \u00b5s \u2192 43.3 \u00b5s each on average (-55.8%)" in re.sub(r"\s+", " ", text)
     assert "unchanged" not in text
     w.scope.value = "range:Conv_0 + Relu_1"
-    assert "precision FP32 \u2192 FP16" in w.table.value and "unchanged" not in w.table.value
+    assert "precision FP32 \u2192 FP16, GPU time 522 \u00b5s \u2192 112 \u00b5s (-78.6%)" in w.table.value
+    assert "unchanged" not in w.table.value
 
 
 def test_timeline_views_and_shared_axis():
@@ -669,3 +671,13 @@ def test_rank_steps_leaves_the_warm_up_out():
     assert [a.text for a in every.layout.annotations] == ["step_0", "step_1", "step_2"]
     with pytest.raises(ValueError, match="steps"):
         viz.rank_steps(steps.drop(columns="own_ns"))
+
+
+def test_widget_lists_time_changes_with_their_size():
+    """Full vs bucketed attention: no kernel changes, so the widget's list is the ranges whose
+    time moved, one line for the 8 layers' attention, with the mean change (about 26%)."""
+    w = viz.TraceDiffWidget(a="h200-cache-full-ctx512-eager-torch", b="h200-cache-bucketed-ctx512-eager-torch",
+                            root=TRACES)
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", w.table.value.split("</style>")[1]))
+    assert text.count("same kernels") == 1 and "(8 ranges)" in text and "unchanged" not in text
+    assert "same kernels, GPU time 19.9 \u00b5s \u2192 14.7 \u00b5s each on average (-26.1%)" in text

@@ -226,23 +226,40 @@ class TraceDiffWidget(widgets.VBox):
             out.append(dict(zip(layers["name"].astype(str), layers["precision"].astype(str))))
         return out[0], out[1]
 
-    def _what_changed(self, d: TraceDiff, row, precisions) -> str:
-        """What changed in one range: the kernels its alignment removed and added, else its
-        precision (a TensorRT layer) and its time where they moved; "unchanged" only when
-        nothing did."""
+    @staticmethod
+    def _change(d: TraceDiff, row, precisions) -> tuple:
+        """What kind of change a range had: the kernels its alignment removed and added; else
+        its kernels per step, its precision change (a TensorRT layer) and which way its time
+        moved (0: it did not). Ranges of one kind are listed together."""
         al = d.alignments.get(row.range)
         if al is not None and (al.removed or al.added):
-            return al.describe()
-        u = units(d)
-        parts = [f"same {u.works}"] if al is not None and u is not TRT else []  # a TensorRT range is one layer
+            return ("kernels", tuple((op, tuple(ks)) for op, ks in al.ops))
+        prec = None
         if precisions is not None:
             pa, pb = precisions[0].get(str(row.name), ""), precisions[1].get(str(row.name), "")
-            if pa != pb:
-                parts.append(f"precision {pa or '?'} \u2192 {pb or '?'}")
-        if bool(time_moved(row.gpu_time_ns_a, row.gpu_time_ns_b)):
-            parts.append(f"{u.time} {fmt_ns(row.gpu_time_ns_a)} \u2192 {fmt_ns(row.gpu_time_ns_b)} "
-                         f"({pct(row.gpu_time_ns_b, row.gpu_time_ns_a)})")
-        return ", ".join(parts) if len(parts) > (al is not None and u is not TRT) else "unchanged"
+            prec = (pa, pb) if pa != pb else None
+        a, b = float(row.gpu_time_ns_a), float(row.gpu_time_ns_b)
+        sign = ((b > a) - (b < a)) if bool(time_moved(a, b)) else 0
+        return ("same", float(row.kernels_a), float(row.kernels_b), prec, sign)
+
+    @staticmethod
+    def _describe(d: TraceDiff, rows: list, kind: tuple) -> str:
+        """What changed in the ranges ``rows`` of one kind (:meth:`_change`): the kernels removed
+        and added, else the precision and the time where they moved (the mean over the ranges);
+        "unchanged" only when nothing did."""
+        if kind[0] == "kernels":
+            return d.alignments[rows[0].range].describe()
+        u = units(d)
+        _, _, _, prec, sign = kind
+        parts = [] if u is TRT else [f"same {u.works}"]  # a TensorRT range is one layer
+        if prec:
+            parts.append(f"precision {prec[0] or '?'} \u2192 {prec[1] or '?'}")
+        if sign:
+            ta = sum(float(r.gpu_time_ns_a) for r in rows) / len(rows)
+            tb = sum(float(r.gpu_time_ns_b) for r in rows) / len(rows)
+            each = " each on average" if len(rows) > 1 else ""
+            parts.append(f"{u.time} {fmt_ns(ta)} \u2192 {fmt_ns(tb)}{each} ({pct(tb, ta)})")
+        return ", ".join(parts) if prec or sign else "unchanged"
 
     def _alignments_html(self, d: TraceDiff, v: str) -> str:
         r = d.per_step()
@@ -269,20 +286,18 @@ class TraceDiffWidget(widgets.VBox):
                 changed = r[r["changed"] != ""] if (r["changed"] != "").any() else r
             groups: dict[tuple, list] = {}
             for row in sorted(changed.itertuples(), key=lambda x: natural_key(x.range)):
-                al = d.alignments.get(row.range)
-                sig = tuple((op, tuple(ks)) for op, ks in al.ops) if al else ()
-                what = self._what_changed(d, row, precisions)
-                groups.setdefault((sig, "" if al and (al.removed or al.added) else what), []).append((row, what))
-            ordered = sorted(groups.values(), key=lambda rows: (-abs(sum(x.delta_kernels for x, _ in rows)),
-                                                                -abs(sum(x.delta_gpu_time_ns for x, _ in rows)),
-                                                                natural_key(rows[0][0].range)))
-            for rows in ordered[: self.max_groups]:
-                first, what = rows[0]
+                groups.setdefault(self._change(d, row, precisions), []).append(row)
+            ordered = sorted(groups.items(), key=lambda g: (-abs(sum(x.delta_kernels for x in g[1])),
+                                                            -abs(sum(x.delta_gpu_time_ns for x in g[1])),
+                                                            natural_key(g[1][0].range)))
+            for kind, rows in ordered[: self.max_groups]:
+                first = rows[0]
                 al = d.alignments.get(first.range)
-                names = ", ".join(_e(str(x.range)) for x, _ in rows[:6]) + (f", \u2026 ({len(rows)} ranges)"
-                                                                            if len(rows) > 6 else "")
+                names = ", ".join(_e(str(x.range)) for x in rows[:6]) + (f", \u2026 ({len(rows)} {u.range}s)"
+                                                                         if len(rows) > 6 else "")
                 parts.append(f"<div style='margin-top:6px'><b>{names}</b>: {u.works} per {u.decode_step} "
-                             f"{num(first.kernels_a)} \u2192 {num(first.kernels_b)} each; {_e(what)}</div>")
+                             f"{num(first.kernels_a)} \u2192 {num(first.kernels_b)} each; "
+                             f"{_e(self._describe(d, rows, kind))}</div>")
                 if al:
                     parts.append(alignment_table(al))
             if len(ordered) > self.max_groups:
@@ -290,7 +305,7 @@ class TraceDiffWidget(widgets.VBox):
         else:
             for row in sorted(r.itertuples(), key=lambda x: natural_key(x.range)):
                 al = d.alignments.get(row.range)
-                what = _e(self._what_changed(d, row, precisions))
+                what = _e(self._describe(d, [row], self._change(d, row, precisions)))
                 parts.append(range_header(row, u) + f"<div style='color:#555'>{what}</div>")
                 if al:
                     parts.append(alignment_table(al))
