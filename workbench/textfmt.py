@@ -145,6 +145,18 @@ def layer_span(layers) -> str:
     return ", ".join(parts)
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(text) -> tuple:
+    """Sort key reading the numbers in a name as numbers: ``layer 2`` before ``layer 10``,
+    ``model.layers.9`` before ``model.layers.10``, ``rank-2`` before ``rank-10``, ``Conv_3``
+    before ``Conv_10``. Names whose numbers read alike (``x01``, ``x1``) keep a fixed order."""
+    s = str(text)
+    parts = _DIGITS.split(s)  # text, number, text, ...: the same type at the same place
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), s
+
+
 # Trace-supplied text made safe to print on a terminal (no escape sequences get through).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
