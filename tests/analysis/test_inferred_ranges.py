@@ -118,3 +118,11 @@ def test_the_report_times_the_decode_step_from_the_trace(store, tmp_path):
     launches = next(line for line in md.splitlines() if line.startswith("| kernel launches per decode step"))
     assert launches.endswith("| -112 (-47.3%) |")  # a count, not -112.000000
     assert "inferred\\_layer in all 8 layers" in md and "steps and layers INFERRED" in md
+
+
+def test_the_widget_times_the_decode_step_from_the_trace(store):
+    from workbench.viz import TraceDiffWidget
+
+    w = TraceDiffWidget("unfused", "fused", root=store)
+    assert "decode step: 1.100 \u2192 0.7586 ms, 0.69x" in w.summary.value
+    assert "[from the trace (A: 3 steps, B: 3 steps" in w.summary.value

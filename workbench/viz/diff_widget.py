@@ -15,6 +15,7 @@ from pathlib import Path
 import ipywidgets as widgets
 
 from ..analysis.diff import TraceDiff, diff
+from ..analysis.inferred.timing import source
 from ..analysis.per_step import time_moved
 from ..analysis.projection import NO_LAUNCH, NO_RANGE
 from ..textfmt import natural_key, num, pct, us
@@ -194,6 +195,9 @@ class TraceDiffWidget(widgets.VBox):
                 f"<b>{num(t['kernels_per_step_a'])} \u2192 {num(t['kernels_per_step_b'])}</b>, {u.time} per "
                 f"{u.decode_step} <b>{us(t['gpu_time_per_step_ns_a'])} \u2192 {us(t['gpu_time_per_step_ns_b'])}</b> "
                 f"({steps}{d.common} {u.range}s in common)</div>")
+        for c in d.timing:  # recorded timing, else the decode steps timed from the traces
+            where = source(c)
+            head += f"<div class='wb-timing'>{_e(c.line())}{f' <i>[{_e(where)}]</i>' if where else ''}</div>"
         if none := d.nothing_in_common():
             head += f"<div style='color:{STATUS_TEXT['removed']}'>{_e(none[0].upper() + none[1:])}.</div>"
         self.summary.value = head
