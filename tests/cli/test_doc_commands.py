@@ -84,11 +84,9 @@ def _has_gpu() -> bool:
 HAVE = {"gpu": _has_gpu, "nsys": lambda: shutil.which("nsys") is not None}
 
 
-@pytest.fixture(scope="module")
-def clone(tmp_path_factory):
-    """A fresh clone of this checkout with its uncommitted changes, and the environment a
-    user's shell would have in it."""
-    tmp = tmp_path_factory.mktemp("docs")
+def _clone(tmp: Path) -> tuple[Path, dict]:
+    """A fresh clone of this checkout under ``tmp`` with its uncommitted changes, and the
+    environment a user's shell would have in it."""
     root = tmp / "workbench"
     subprocess.run(["git", "clone", "-q", str(REPO), str(root)], check=True)
     git = ["git", "-C", str(REPO), "ls-files", "-z", "--exclude-standard"]
@@ -106,8 +104,10 @@ def clone(tmp_path_factory):
     site.mkdir()
     bin_.mkdir()
     (site / "workbench").symlink_to(root / "workbench")  # the package alone, not its checkout
+    # As pip writes a console script: the guard keeps a process pool's spawned workers, which
+    # re-run the main module, from running the command again.
     (bin_ / "workbench").write_text(f"#!{sys.executable}\nimport sys\nfrom workbench.cli import main\n"
-                                    "sys.exit(main())\n")
+                                    "if __name__ == '__main__':\n    sys.exit(main())\n")
     for name in ("python", "python3"):
         (bin_ / name).write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     for script in bin_.iterdir():
@@ -118,14 +118,27 @@ def clone(tmp_path_factory):
     return root, env
 
 
+@pytest.fixture(scope="module")
+def clones(tmp_path_factory):
+    """One clone per page, made when its first block runs: a page's blocks build on each
+    other (a capture, then its summary), pages do not."""
+    made = {}
+
+    def of(page: str):
+        if page not in made:
+            made[page] = _clone(tmp_path_factory.mktemp("docs"))
+        return made[page]
+    return of
+
+
 @pytest.mark.parametrize("block", ALL, ids=[f"{b.page}:{b.line}" for b in ALL])
-def test_command_block_runs_as_written(block, clone):
+def test_command_block_runs_as_written(block, clones):
     if block.skip:
         pytest.skip(f"marked skip: {block.skip}")
     missing = [n for n in block.needs if not HAVE[n]()]
     if missing:
         pytest.skip(f"needs {', '.join(missing)}")
-    root, env = clone
+    root, env = clones(block.page)
     done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block.script], cwd=root, env=env,
                           capture_output=True, text=True, errors="replace", timeout=600)
     assert done.returncode == 0, (f"{block.page}:{block.line} exited {done.returncode}\n{block.script}\n"
