@@ -28,7 +28,7 @@ def num(x: float) -> str:
     for d in range(2, 7):
         if round(x, d) != round(x):
             return f"{x:,.{d}f}"
-    return f"{x:,.6f}"
+    return f"{x:,.0f}"  # an integer but for float noise (124.67 - 236.67 = -112.00000000000001)
 
 
 def compact(x: float) -> str:
@@ -63,6 +63,16 @@ def us_from_ns(ns: float) -> str:
 def us(ns: float, unit: str = MICRO) -> str:
     """Nanoseconds as microseconds with the unit: ``486.1 µs`` (``unit=MICRO_ASCII`` on a terminal)."""
     return f"{us_from_ns(ns)} {unit}"
+
+
+def size(nbytes: float) -> str:
+    """Bytes on disk: ``512 B``, ``76.9 KiB``, ``1.2 MiB``, ``3.4 GiB``."""
+    x = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(x) < 1024:
+            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1024
+    return f"{x:,.1f} TiB"
 
 
 def pct(new: float, old: float) -> str:
