@@ -76,7 +76,7 @@ def run(args) -> int:
     elif engines is not None:
         _engine_text(engines, (a.meta, b.meta), args.top, clean, _timing_text(d, a.meta, b.meta, sources))
     else:
-        from ..reporting.words import words
+        from ..trace.words import words
         from .diff_text import text
 
         notes = tuple("\n   ".join(n for n in (graph_note(t.meta), compiled_note(t.meta), inferred_note(t.meta), interpreter_note(t.meta)) if n)

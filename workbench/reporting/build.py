@@ -16,7 +16,7 @@ from ..trace.manifest import lookup
 from . import checks, provenance, results, tables, timing
 from .inputs import Input, Sweep
 from .model import Code, Headline, Report
-from .words import words as words_of
+from ..trace.words import words as words_of
 
 
 def _variant_changes(base: Input, fix: Input) -> list[tuple[str, str, str]]:

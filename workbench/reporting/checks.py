@@ -10,7 +10,7 @@ from .inputs import Input, Sweep
 from .model import Code, listing
 from .provenance import ENV_ITEMS, NOT_RECORDED, env_value
 from .timing import NOT_TIMED
-from .words import Words
+from ..trace.words import Words
 
 def outputs(meta: dict) -> dict | None:
     """The outputs a capture recorded, None where it recorded none."""
