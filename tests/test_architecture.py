@@ -101,6 +101,18 @@ def test_no_module_is_over_the_size_limit():
     assert not big, f"modules over {MAX_LINES} lines: {big}"
 
 
+def test_every_module_compiles_without_a_warning():
+    # A SyntaxWarning (an invalid escape in a docstring) is printed on stderr the first time a
+    # module is compiled, on a fresh clone: every command's one-line error would carry it.
+    import warnings
+
+    for name, path in _modules().items():
+        if path.suffix == ".py":
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                compile(path.read_text(), str(path), "exec")
+
+
 def test_no_import_cycle():
     known = _modules()
     graph = {name: _imports(name, path, known) for name, path in known.items()}

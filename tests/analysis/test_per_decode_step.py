@@ -128,7 +128,7 @@ def test_every_view_counts_decode_steps_only(store, how, capsys):
     w = wb.viz.TraceDiffWidget.__new__(wb.viz.TraceDiffWidget)
     w.max_ranges = 400
     label = dict((v, k) for k, v in w.scope_options(d))["layer:0"]
-    assert f"CPU ops/decode step {layer0:g} \u2192" in label
+    assert f"CPU ops per decode step {layer0:g} \u2192" in label
     # The text diff and its JSON say the same.
     env = {"PYTHONPATH": str(REPO), "WORKBENCH_TRACES": str(store), "PATH": "/usr/bin:/bin"}
     cmd = [sys.executable, "-m", "workbench", "diff", f"{how}-eager", f"{how}-sdpa"]

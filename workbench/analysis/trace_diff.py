@@ -25,7 +25,7 @@ PLACEHOLDERS = (STEP_KEY, PREFILL_KEY, NO_RANGE, NO_LAUNCH)
 @dataclass
 class TraceDiff:
     """The result of :func:`.diff.diff`. All tables are pandas DataFrames (``ranges``, ``layers``,
-    ``groups()`` and ``changed()`` are :class:`~workbench.trace.display.Table`\ s: in a notebook
+    ``groups()`` and ``changed()`` are :class:`~workbench.trace.display.Table` objects: in a notebook
     they show formatted, changed rows highlighted); the diff itself shows its headline, totals,
     timed phases and changes grouped across layers (:mod:`.diff_display`)."""
 

@@ -32,7 +32,7 @@ class TraceSet:
     """A stored trace set: ``name``, ``path``, ``meta`` (its ``set.json``), ``members`` (one
     row per member: name, roles, source, work units, directory) and the :class:`Executor`
     its per-member work runs on (``executor``, replaceable). It and the tables its methods
-    return (DataFrames: :class:`~workbench.trace.display.Table`\ s) show formatted in a notebook."""
+    return (DataFrames: :class:`~workbench.trace.display.Table` objects) show formatted in a notebook."""
 
     def __init__(self, path: Path, meta: dict, executor: Executor):
         # Absolute: a task may run in another working directory (a Ray worker's).
