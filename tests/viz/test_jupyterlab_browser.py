@@ -1,22 +1,27 @@
 """Every notebook in JupyterLab in real headless Chromium: opened, run top to bottom, and checked
-for what a user sees: no error output, no blank dropdown, plotly figures rendered, and in the
-widgets, a selection answered with its timeline right under the controls (bounding boxes)
-and a spinner while the kernel works. Offline: every request that is not to the local server
-is refused and the test fails if any was attempted. On a failure the page is saved as a
-screenshot under the test's tmp dir (its path is printed).
+for what a user sees: no error output, no stderr box, no blank dropdown, plotly figures
+rendered with no overlapping text (from the DOM: every tick label inside its figure, clear of
+the titles, the legend and the other labels of its axis), the answer on the first screen
+(scrolled to the top: the question, the ``Answer:`` line and half the first figure at least within
+the first viewport; that screen is kept as a screenshot), and in the widgets, a selection
+answered with its timeline right under the controls (bounding boxes) and a spinner while the
+kernel works. The kernel must import this checkout's package. Offline: every request that is
+not to the local server is refused and the test fails if any was attempted. On a failure the
+page is saved as a screenshot under the test's tmp dir (its path is printed).
 
 One JupyterLab and one browser serve all notebooks, one after the other (each kernel shut down
 before the next starts: the CI machine has two cores). Needs Debian's ``chromium``
 (/usr/bin/chromium, or $WORKBENCH_CHROMIUM) and the Python ``playwright`` package (its own
 browser download is not used); jupyterlab, ipykernel, ipywidgets/jupyterlab_widgets and plotly
-(whose package ships the JupyterLab renderer). Set WORKBENCH_SCREENSHOT=DIR to keep a picture of
-each widget after its selection.
+(whose package ships the JupyterLab renderer). Set WORKBENCH_SCREENSHOT=DIR to keep, there, each
+notebook's first screen and a picture of each widget after its selection.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -35,7 +40,10 @@ from helpers import REPO, TRACES
 pytestmark = pytest.mark.browser
 
 CHROMIUM = os.environ.get("WORKBENCH_CHROMIUM", "/usr/bin/chromium")
-NOTEBOOKS = ("trace_diff", "quickstart", "fusion", "bucketing", "your_model")
+NOTEBOOKS = ("trace_diff", "quickstart", "fusion", "bucketing", "your_model", "tensorrt", "trace_sets")
+# What the notebooks read beside them (``../tests/data``, ``../benchmarks/results``): linked into
+# the lab's root, read only.
+BESIDE = ("tests", "benchmarks")
 LOCAL = {"127.0.0.1", "localhost", "::1", "[::1]"}
 # "Right under" the controls: the output area's own padding, nothing in between.
 NEXT_TO_PX = 48
@@ -75,6 +83,8 @@ def lab(tmp_path_factory):
     (root / "notebooks").mkdir(parents=True)
     for name in NOTEBOOKS:
         shutil.copy(REPO / "notebooks" / f"{name}.ipynb", root / "notebooks")
+    for folder in BESIDE:
+        (root / folder).symlink_to(REPO / folder, target_is_directory=True)
     settings = tmp / "lab-settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     # No news / update toasts (they would ask to fetch from the internet).
@@ -84,9 +94,10 @@ def lab(tmp_path_factory):
     tracker.mkdir(parents=True)
     (tracker / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
     port, token = _free_port(), secrets.token_hex(16)
-    env = dict(os.environ, WORKBENCH_TRACES=str(TRACES), JUPYTERLAB_SETTINGS_DIR=str(tmp / "lab-settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(tmp / "lab-workspaces"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
-               PYTHONUNBUFFERED="1")
+    # The kernels inherit this environment: PYTHONPATH makes them import this checkout's package.
+    env = dict(os.environ, PYTHONPATH=str(REPO), WORKBENCH_TRACES=str(TRACES),
+               JUPYTERLAB_SETTINGS_DIR=str(tmp / "lab-settings"), JUPYTERLAB_WORKSPACES_DIR=str(tmp / "lab-workspaces"),
+               JUPYTER_RUNTIME_DIR=str(tmp / "runtime"), PYTHONUNBUFFERED="1")
     env.pop("MPLBACKEND", None)
     log = tmp / "lab.log"
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
@@ -194,6 +205,116 @@ def _run_all(page, panel, pid: str) -> None:
         except AssertionError:
             if attempt == 2:
                 raise
+
+
+def _finished(page, pid: str) -> bool:
+    """Run All is over: the kernel idle and every code cell run, or one stopped it with an error."""
+    return page.evaluate("""(pid) => {
+        const w = [...window.jupyterapp.shell.widgets('main')].find(x => x.id === pid);
+        const k = w && w.sessionContext.session && w.sessionContext.session.kernel;
+        if (!k || k.status !== 'idle') return false;
+        const cells = w.content.model.cells;
+        let pending = false, failed = false;
+        for (let i = 0; i < cells.length; i++) {
+            const c = cells.get(i);
+            if (c.type !== 'code') continue;
+            if (c.executionCount === null) pending = true;
+            for (let j = 0; j < c.outputs.length; j++)
+                if (c.outputs.get(j).toJSON().output_type === 'error') failed = true;
+        }
+        return failed || !pending;
+    }""", pid)
+
+
+def _kernel_says(page, pid: str, code: str) -> str:
+    """What ``code`` prints when the notebook's kernel runs it (outside the notebook's cells)."""
+    return page.evaluate("""async ([pid, code]) => {
+        const w = [...window.jupyterapp.shell.widgets('main')].find(x => x.id === pid);
+        const f = w.sessionContext.session.kernel.requestExecute({code, silent: false, store_history: false});
+        let out = '';
+        f.onIOPub = (msg) => { if (msg.header.msg_type === 'stream') out += msg.content.text; };
+        await f.done;
+        return out;
+    }""", [pid, code])
+
+
+def _overlapping_text(panel) -> list[str]:
+    """Text that collides in the panel's plotly figures, one line each: a tick label outside
+    its figure, over a title (the figure's, an axis's, a subplot's) or a legend entry, or over
+    another tick label of its axis. Each text is its box as drawn (rotated labels turned with
+    it: the corners of its own box through its screen transform), so two labels at 45 degrees
+    side by side do not collide while their upright bounding boxes would. Hidden figures (a
+    widget's closed view) are passed over."""
+    return panel.evaluate("""(root) => {
+        const out = [];
+        const corners = (e) => {
+            const b = e.getBBox(), m = e.getScreenCTM();
+            return [[b.x, b.y], [b.x + b.width, b.y], [b.x + b.width, b.y + b.height], [b.x, b.y + b.height]]
+                .map(([x, y]) => [m.a * x + m.c * y + m.e, m.b * x + m.d * y + m.f]);
+        };
+        // Convex quadrilaterals overlap by more than a pixel unless an edge's normal separates them.
+        const cross = (p, q) => {
+            for (const poly of [p, q]) for (let i = 0; i < 4; i++) {
+                const [x1, y1] = poly[i], [x2, y2] = poly[(i + 1) % 4], len = Math.hypot(x2 - x1, y2 - y1);
+                if (!len) continue;
+                const nx = (y1 - y2) / len, ny = (x2 - x1) / len;
+                const span = (r) => r.map(([x, y]) => x * nx + y * ny);
+                const a = span(p), b = span(q);
+                if (Math.min(Math.max(...a), Math.max(...b)) - Math.max(Math.min(...a), Math.min(...b)) <= 1) return false;
+            }
+            return true;
+        };
+        const shown = (e) => { const r = e.getBoundingClientRect(); return e.textContent.trim() && r.width > 0 && r.height > 0; };
+        for (const plot of root.querySelectorAll('.js-plotly-plot')) {
+            const svg = plot.querySelector('.main-svg');
+            if (!svg || !svg.getBoundingClientRect().width) continue;
+            const frame = svg.getBoundingClientRect(), name = (plot.querySelector('.gtitle') || {}).textContent || '(untitled)';
+            const inside = (poly) => poly.every(([x, y]) => x >= frame.left - 1 && x <= frame.right + 1
+                                                         && y >= frame.top - 1 && y <= frame.bottom + 1);
+            const words = [...plot.querySelectorAll('.gtitle, [class^="g-"][class$="title"] text, .annotation-text, .legendtext')]
+                .filter(shown).map((e) => [e.textContent.trim(), corners(e)]);
+            const axes = new Map();
+            for (const t of plot.querySelectorAll('.xaxislayer-above text, .yaxislayer-above text')) {
+                if (!shown(t)) continue;
+                const text = t.textContent.trim(), poly = corners(t);
+                if (!inside(poly)) out.push(`${name}: tick label "${text}" outside the figure`);
+                for (const [w, wpoly] of words)
+                    if (cross(poly, wpoly)) out.push(`${name}: tick label "${text}" over "${w}"`);
+                // One axis: its layer, and the level of its labels (a multi-category axis has two).
+                const key = [t.closest('.xaxislayer-above, .yaxislayer-above'), t.parentNode.getAttribute('class')];
+                const found = [...axes.keys()].find((k) => k[0] === key[0] && k[1] === key[1]) || key;
+                if (!axes.has(found)) axes.set(found, []);
+                axes.get(found).push([text, poly]);
+            }
+            for (const labels of axes.values())
+                for (let i = 0; i < labels.length; i++)
+                    for (let j = i + 1; j < labels.length; j++)
+                        if (cross(labels[i][1], labels[j][1]))
+                            out.push(`${name}: tick labels "${labels[i][0]}" and "${labels[j][0]}" overlap`);
+        }
+        return out;
+    }""")
+
+
+def _first_screen(page, panel, name: str, tmp_path: Path) -> None:
+    """Scrolled to the top, the first viewport shows the question, the answer line and at least half
+    of the first figure; the screen is kept as ``NAME-first-screen.png`` (and in $WORKBENCH_SCREENSHOT)."""
+    panel.locator(".jp-WindowedPanel-outer").first.evaluate("el => { el.scrollTop = 0; }")
+    page.wait_for_timeout(300)
+    height = page.viewport_size["height"]
+    question = panel.locator(".jp-MarkdownOutput", has_text="Question:").first
+    answer = panel.locator(".jp-OutputArea .jp-RenderedMarkdown", has_text="Answer:").first
+    figure = panel.locator(".jp-OutputArea .js-plotly-plot").first
+    shot = tmp_path / f"{name}-first-screen.png"
+    page.screenshot(path=str(shot))
+    keep = os.environ.get("WORKBENCH_SCREENSHOT")
+    if keep:
+        shutil.copy(shot, Path(keep) / shot.name)
+    q, a, f = (x.bounding_box() for x in (question, answer, figure))
+    print(f"{name}: first screen {shot}: question at {q['y']:.0f}, answer {a['y']:.0f}-{a['y'] + a['height']:.0f}, "
+          f"figure {f['y']:.0f}-{f['y'] + f['height']:.0f} of {height}px")
+    assert q["y"] >= 0 and a["y"] + a["height"] <= height, f"{name}: the answer is not on the first screen ({a})"
+    assert f["y"] + f["height"] / 2 <= height, f"{name}: less than half the first figure on the first screen ({f})"
 
 
 def _errors(page, pid: str) -> list[str]:
@@ -308,7 +429,9 @@ def _trace_diff_widget(page, panel) -> None:
 
     _select_and_draw(page, widget, pick, "trace diff, layer 5")
     _wait(lambda: widget.locator(".wb-timeline .js-plotly-plot").count() == 2, 30, "the timelines of A and B", page)
-    _wait(lambda: sum("step_0/layer_05" in t for t in widget.locator(".wb-timeline .gtitle").all_text_contents()) == 2,
+    # Each side draws layer 5 of its typical decode step (viz.select): the step may differ.
+    _wait(lambda: sorted(t[:2] for t in widget.locator(".wb-timeline .gtitle").all_text_contents()
+                         if re.search(r"step_\d+/layer_05 ", t)) == ["A:", "B:"],
           30, "timeline titles for layer 5 in A and B", page)
     bars = widget.locator(".js-plotly-plot").filter(has_text="A vs B").first
     assert widget.locator(".wb-timeline").bounding_box()["y"] < bars.bounding_box()["y"]
@@ -339,12 +462,13 @@ def test_notebook_in_jupyterlab(page, name, tmp_path):
         panel.locator(".jp-Cell").first.wait_for(timeout=60_000)
         _wait(lambda: _kernel_idle(page, pid), 90, "the kernel to start and go idle", page)
         _run_all(page, panel, pid)
-        # The last cell prints the results marker once everything above has run.
-        _wait(lambda: panel.locator(".jp-OutputArea-output", has_text="WORKBENCH_RESULT").count() > 0, 240,
-              "the notebook to finish (WORKBENCH_RESULT marker)", page)
+        _wait(lambda: _finished(page, pid), 420, "the notebook to finish (every cell run, the kernel idle)", page, 1)
         print(f"{name}: ran in {time.monotonic() - t0:.1f}s")
         assert _errors(page, pid) == []
         assert panel.locator(".jp-OutputArea-output", has_text="Traceback").count() == 0
+        stderr = panel.locator('[data-mime-type="application/vnd.jupyter.stderr"]')
+        assert stderr.count() == 0, f"a stderr box: {stderr.all_inner_texts()}"
+        assert _kernel_says(page, pid, "import workbench; print(workbench.__file__)").startswith(str(REPO / "workbench"))
         # Plotly figures rendered by JupyterLab's plotly extension (no CDN), every one of them.
         figures = panel.locator(".jp-OutputArea .js-plotly-plot")
         want = _plotly_outputs(page, pid)
@@ -352,14 +476,19 @@ def test_notebook_in_jupyterlab(page, name, tmp_path):
             "els => els.map(e => !!e.querySelector('.main-svg') + ':' + e.getBoundingClientRect().height)")
         _wait(lambda: len(rendered()) >= want > 0 and all(x.startswith("true") for x in rendered()) or rendered(),
               60, f"the {want} figures to render", page)
+        _first_screen(page, panel, name, tmp_path)
         if name in WIDGETS:
             WIDGETS[name](page, panel)
+        overlaps = _overlapping_text(panel)
+        assert not overlaps, "overlapping text:\n" + "\n".join(overlaps)
         assert _blank_dropdowns(panel) == []
         assert not page.blocked, f"requests to the internet were attempted: {page.blocked[:5]}"
         assert not [e for e in page.page_errors if "plotly" in e.lower() or "widget" in e.lower()], page.page_errors
     except BaseException:
         shot = tmp_path / f"{name}-failure.png"
         page.screenshot(path=str(shot), full_page=True)
+        if os.environ.get("WORKBENCH_SCREENSHOT"):
+            shutil.copy(shot, Path(os.environ["WORKBENCH_SCREENSHOT"]) / shot.name)
         print(f"screenshot of the failure: {shot}")
         raise
     finally:
