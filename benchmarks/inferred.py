@@ -1,6 +1,6 @@
 """How long inferring steps, layers and step times from the kernel stream takes on a large
 trace: a generated nsys trace (``benchmarks.generate``), imported, its ranges removed, then
-``analysis.inferred.structure.infer`` and ``timing.step_times`` timed (best of three).
+``trace.inferred.structure.infer`` and ``timing.step_times`` timed (best of three).
 
     python -m benchmarks.inferred --kernels 1000000
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.generate import generate
-from workbench.analysis.inferred.structure import infer
+from workbench.trace.inferred.structure import infer
 from workbench.analysis.inferred.timing import step_times
 from workbench.trace import import_file
 from workbench.trace.schema import Trace, empty_table

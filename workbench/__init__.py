@@ -18,6 +18,11 @@ Public API (imported lazily, so ``workbench summary`` starts fast)::
     ts = wb.import_set("tp4", ["rank*.json.gz"])       # a trace set: one member per rank (or run)
     ts = wb.open_set("tp4", executor="ray")            # per-member work on a process pool or Ray
     ts.summary(by="rank,layer"); ts.stragglers(); ts.sql("select rank, count(*) from kernels group by 1")
+
+Traces, diffs (their alignments and timed phases), trace sets and the tables these return show
+themselves in a notebook as compact HTML (headline first, µs/ms, changed rows highlighted) and
+as short text on a terminal; the tables stay DataFrames. ``workbench.trace.display.Table(df)``
+shows any other frame the same way.
 """
 
 from __future__ import annotations

@@ -14,10 +14,17 @@ class WorkbenchError(Exception):
 
     exit_code = 2  # what the CLI exits with
 
-    def __init__(self, where: object, problem: str):
+    def __init__(self, where: object, problem: str, *, cli_problem: str | None = None):
         self.where = os.fspath(where) if isinstance(where, os.PathLike) else str(where)
         self.problem = problem
+        # The same problem in the command line's words where the fix differs there (``--force``
+        # where the API takes ``overwrite=True``): what the ``workbench`` command prints.
+        self.cli_problem = problem if cli_problem is None else cli_problem
         super().__init__(f"{self.where}: {problem}")
+
+    def cli_message(self) -> str:
+        """``where: problem`` as the command line says it."""
+        return f"{self.where}: {self.cli_problem}"
 
 
 class TraceFormatError(WorkbenchError):

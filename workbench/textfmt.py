@@ -28,7 +28,7 @@ def num(x: float) -> str:
     for d in range(2, 7):
         if round(x, d) != round(x):
             return f"{x:,.{d}f}"
-    return f"{x:,.6f}"
+    return f"{x:,.0f}"  # an integer but for float noise (124.67 - 236.67 = -112.00000000000001)
 
 
 def compact(x: float) -> str:
@@ -60,9 +60,48 @@ def us_from_ns(ns: float) -> str:
     return "n/a" if not math.isfinite(x) else f"{x:,.1f}"
 
 
+def time_unit(max_ns: float) -> tuple[float, str]:
+    """``(divisor, unit)`` for times whose largest is ``max_ns``: µs up to 10 ms, then ms up to
+    10 s, then s, so a figure's axis or a table's column keeps at most four digits before the point."""
+    m = abs(float(max_ns or 0))
+    if m >= 1e10:
+        return 1e9, "s"
+    return (1e6, "ms") if m >= 1e7 else (1e3, MICRO)
+
+
+def in_unit(ns: float, div: float) -> str:
+    """Nanoseconds as a number of the unit of divisor ``div`` (:func:`time_unit`): µs with one
+    decimal, ms and s with about four significant digits (:func:`ms`)."""
+    return us_from_ns(ns) if div == 1e3 else ms(float(ns) / div)
+
+
+def duration(ns: float, micro: str = MICRO) -> str:
+    """Nanoseconds with the unit :func:`time_unit` picks: ``486.1 µs``, ``12.34 ms``, ``1.702 s``."""
+    if not math.isfinite(float(ns)):
+        return "n/a"
+    div, unit = time_unit(ns)
+    return f"{in_unit(ns, div)} {micro if div == 1e3 else unit}"
+
+
+def time_change(a: float, b: float, arrow: str = "\u2192", micro: str = MICRO) -> str:
+    """Two times in the unit of the larger: ``485.2 → 316.3 µs``, ``12.34 → 9.87 ms``."""
+    div, unit = time_unit(max(abs(x) for x in (float(a), float(b), 0.0) if math.isfinite(x)))
+    return f"{in_unit(a, div)} {arrow} {in_unit(b, div)} {micro if div == 1e3 else unit}"
+
+
 def us(ns: float, unit: str = MICRO) -> str:
     """Nanoseconds as microseconds with the unit: ``486.1 µs`` (``unit=MICRO_ASCII`` on a terminal)."""
     return f"{us_from_ns(ns)} {unit}"
+
+
+def size(nbytes: float) -> str:
+    """Bytes on disk: ``512 B``, ``76.9 KiB``, ``1.2 MiB``, ``3.4 GiB``."""
+    x = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(x) < 1024:
+            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1024
+    return f"{x:,.1f} TiB"
 
 
 def pct(new: float, old: float) -> str:
@@ -104,6 +143,18 @@ def layer_span(layers) -> str:
         parts.append(str(layers[i]) if i == j else f"{layers[i]}\u2013{layers[j]}")
         i = j + 1
     return ", ".join(parts)
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(text) -> tuple:
+    """Sort key reading the numbers in a name as numbers: ``layer 2`` before ``layer 10``,
+    ``model.layers.9`` before ``model.layers.10``, ``rank-2`` before ``rank-10``, ``Conv_3``
+    before ``Conv_10``. Names whose numbers read alike (``x01``, ``x1``) keep a fixed order."""
+    s = str(text)
+    parts = _DIGITS.split(s)  # text, number, text, ...: the same type at the same place
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), s
 
 
 # Trace-supplied text made safe to print on a terminal (no escape sequences get through).

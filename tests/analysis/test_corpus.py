@@ -63,11 +63,13 @@ EXPECTED = {
 
 
 def counts(trace) -> Counter:
-    """The workbench's kernels per range path, and those outside ranges or without a launch."""
+    """The workbench's kernels per range path, and those outside ranges or without a launch.
+    Kernels in ranges inferred from the kernel stream (a file with no ranges of its own) are
+    counted as outside ranges, as the independent count sees them: real ranges stay as they were."""
     r = trace.ranges
     out = Counter()
-    for path, n in zip(r["path"], r["kernels"]):
-        out[str(path)] += int(n)
+    for path, n, domain in zip(r["path"], r["kernels"], r["domain"]):
+        out[truth.NO_RANGE if domain == "inferred" else str(path)] += int(n)
     totals = trace.meta["attribution"]
     out[truth.NO_RANGE] += totals["no_range"]["kernels"]
     out[truth.NO_LAUNCH] += totals["no_launch"]["kernels"]

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench.analysis.inferred.structure import infer
+from workbench.trace.inferred.structure import infer
 from workbench.analysis.inferred.timing import FROM_TRACE, source, step_times, timing
 from workbench.analysis.projection import project
 from workbench.analysis.stats import MIN_SAMPLES, compare_timing

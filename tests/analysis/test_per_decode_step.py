@@ -23,7 +23,7 @@ transformers = pytest.importorskip("transformers")
 import workbench as wb  # noqa: E402
 from workbench.analysis.projection import project  # noqa: E402
 from workbench.reporting import tables  # noqa: E402
-from workbench.reporting.words import trace_words  # noqa: E402
+from workbench.trace.words import trace_words  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 LAYERS, NEW_TOKENS = 4, 3

@@ -33,7 +33,8 @@ _COUNT = ["-1", "0", "abc", "1.5", ""]
 _REGEX = ["(", "[a-", "*"]
 _NAME = ["../x", "a/b", "a\\b", ".hidden", "..", "a b", "x\n", "con", "a" * 129, "", "u\u0308", "x\x1b[31m"]
 BAD = {
-    **dict.fromkeys(("--threads", "--top", "--workers", "--rounds", "--steps", "--repeats", "--warmup"), _COUNT),
+    **dict.fromkeys(("--threads", "--layers", "--top", "--workers", "--rounds", "--steps", "--repeats", "--warmup"),
+                    _COUNT),
     **dict.fromkeys(("--step-regex", "--prefill-regex", "--modules"), _REGEX),
     "--layer-regex": ["(", "layers", "*"],
     **dict.fromkeys(("--name", "--set", "name"), _NAME),  # name: the recipe command's recipe

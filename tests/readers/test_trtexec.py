@@ -17,7 +17,7 @@ import pytest
 from helpers import DATA as TESTDATA
 import workbench as wb
 from workbench.cli import main
-from workbench.reporting.words import trace_words
+from workbench.trace.words import trace_words
 from workbench.trace.readers import sniff
 from workbench.trace.schema import Trace
 

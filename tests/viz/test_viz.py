@@ -54,25 +54,37 @@ def test_colors_are_stable_across_processes():
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120,
                            env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout for seed in (1, 2)}
     assert len(outs) == 1
-    from workbench.viz.colors import PALETTE, kernel_colors, muted, range_color, trace_presentation, variant_color
+    from workbench.viz.colors import PALETTE, color_scope, kernel_colors, muted, range_color, trace_presentation, \
+        variant_color
     from workbench.workloads import presentation as of_workload
 
     decoder = of_workload("decoder")
     assert trace_presentation({"capture": {"workload": "decoder"}}) == decoder == trace_presentation({"workload": "decoder"})
-    # Kernels of one figure: distinct colours, by name; the emphasised first and strong, the rest muted.
-    many = [f"k{i:03d}" for i in range(120)]
-    assert len(set(kernel_colors(many).values())) == 120 and kernel_colors(["b", "a"]) == {"a": PALETTE[0], "b": PALETTE[1]}
-    emph = kernel_colors(["a", "b", "c"], emphasis=["c"])
-    assert list(emph) == ["c", "a", "b"] and emph == {"c": PALETTE[0], "a": muted(PALETTE[1]), "b": muted(PALETTE[2])}
-    assert PALETTE[0] not in kernel_colors(["a", "b"], avoid=[PALETTE[0]]).values()
-    assert range_color("kv_write", decoder) == "#d62728"
+    regions = {c for n, c in decoder.colors.items() if n in decoder.regions}
+    with color_scope():
+        # A fresh assignment gives what a fresh process gives.
+        assert str(kernel_colors(["index_elementwise_kernel", "fused_write"])) == outs.pop().strip()
+        # Kernels of one figure: distinct colours, never a workload's region colour, by name
+        # (numbers read as numbers); the emphasised first and strong, the rest muted.
+        many = [f"k{i}" for i in range(120)]
+        first = kernel_colors(many)
+        assert len(set(first.values())) == 120 and not regions & set(first.values())
+        assert list(first)[:3] == ["k0", "k1", "k2"] and list(first)[10] == "k10"
+        emph = kernel_colors(["k2", "k0", "k1"], emphasis=["k2"])
+        assert list(emph) == ["k2", "k0", "k1"] and emph == {"k2": first["k2"], "k0": muted(first["k0"]),
+                                                             "k1": muted(first["k1"])}
+        # One kernel, one colour in every figure of the session, whatever else the figure draws.
+        assert kernel_colors(["k7", "zzz"])["k7"] == first["k7"] == kernel_colors(["k7"])["k7"]
+        assert range_color("kv_write", decoder) == "#d62728"
+    with color_scope():
+        assert kernel_colors(["k7"])["k7"] in PALETTE  # a fresh scope: the palette is free again
     assert variant_color("bucketed", decoder) != variant_color("full", decoder)
     assert variant_color("decoder-kvwrite-unfused", decoder) == variant_color("unfused", decoder) \
         != variant_color("fused", decoder)
-    # A trace of no known workload (an imported capture) gets hash colours only.
+    # A trace of no known workload (an imported capture) gets session colours only.
     foreign = trace_presentation({"source": {"format": "nsys"}})
     assert foreign.regions == () and not foreign.colors and foreign.default_pair is None
-    assert range_color("kv_write") == range_color("kv_write", foreign) in PALETTE
+    assert range_color("kv_write") == range_color("kv_write", foreign) not in regions
     assert variant_color("decoder-kvwrite-unfused") in PALETTE
 
 
@@ -138,7 +150,7 @@ def test_layer_counts_show_fusion(pair):
     _, _, d = pair
     fig = viz.layer_counts(d, range="kv_write")
     a, b = fig.data
-    assert list(a.x) == [f"layer {i}" for i in range(8)] == list(b.x)
+    assert list(a.x) == list(range(8)) == list(b.x) and fig.layout.xaxis.title.text == "layer"  # by number
     assert list(a.y) == [15.0] * 8 and list(b.y) == [1.0] * 8
     assert "kv_write: 15 \u2192 1" in a.customdata[0][1]
     t = viz.layer_time(d)
@@ -149,12 +161,14 @@ def test_diff_bars_scopes(pair):
     _, _, d = pair
     fig = viz.diff_bars(d, "layer_03/kv_write")
     ka, kb = fig.data[0], fig.data[2]
-    assert (list(ka.y), list(kb.y)) == ([15.0], [1.0])
+    assert (list(ka.x), list(kb.x)) == ([15.0], [1.0])
+    # Horizontal bars, one row per range: names beside the bars, never rotated under them.
     layer = viz.diff_bars(d, 5)
-    assert list(layer.data[0].x) == ["attention", "kv_write", "qkv"]
-    assert list(layer.data[0].y) == [4.0, 15.0, 1.0] and list(layer.data[2].y) == [4.0, 1.0, 1.0]
+    assert all(t.orientation == "h" for t in layer.data)
+    assert list(layer.layout.yaxis.ticktext) == ["attention", "kv_write", "qkv"]
+    assert list(layer.data[0].x) == [4.0, 15.0, 1.0] and list(layer.data[2].x) == [4.0, 1.0, 1.0]
     total = viz.diff_bars(d)
-    assert sum(total.data[0].y) == 160 and sum(total.data[2].y) == 48
+    assert sum(total.data[0].x) == 160 and sum(total.data[2].x) == 48
 
 
 def test_timeline_of_one_range_instance(pair):
@@ -188,10 +202,13 @@ def test_launches_and_composition(pair):
     comp = viz.range_composition({"unfused": a, "fused": b}, metric="kernels")
     per = {}
     for t in comp.data:
-        for trace_label, rng, y in zip(t.x[0], t.x[1], t.y):
-            per[(trace_label, rng)] = per.get((trace_label, rng), 0) + (y or 0)
-    # The base left: its categories first, in every trace of the figure.
-    assert all(t.x[0][0] == "unfused" and t.x[0][-1] == "fused" for t in comp.data)
+        for cd, x in zip(t.customdata, t.x):
+            if cd[0]:
+                per[(cd[0], cd[1])] = per.get((cd[0], cd[1]), 0) + x
+    # The base left: its panel first; rows (horizontal bars) by range name, the same in both panels.
+    assert [a.text for a in comp.layout.annotations] == ["unfused", "fused"]
+    assert {(t.xaxis, t.customdata[1][0]) for t in comp.data if t.customdata[1][0]} == {("x", "unfused"), ("x2", "fused")}
+    assert list(comp.layout.yaxis.ticktext) == ["attention", "kv_write", "qkv"]
     assert per[("unfused", "kv_write")] == 120 and per[("fused", "kv_write")] == 8  # per step, 8 layers
 
 
@@ -423,7 +440,7 @@ def test_many_names_are_folded_into_other(pair):
     assert sum(len(t.x) for t in tl.data if t.name != "ranges") == 160
     comp = viz.range_composition(many, max_kernels=10)
     assert len(comp.data) == 11 and "(other kernels)" in [t.name for t in comp.data]
-    assert sum(sum(y or 0 for y in t.y) for t in viz.range_composition(many, metric="kernels", max_kernels=10).data) == 160
+    assert sum(sum(x or 0 for x in t.x) for t in viz.range_composition(many, metric="kernels", max_kernels=10).data) == 160
 
 
 
@@ -522,3 +539,145 @@ def test_cpu_diff_figures_say_cpu():
         pytest.xfail("TraceDiff carries no work_units yet: diff figures cannot tell CPU ops from kernels")
     for fig in (viz.diff_bars(d), viz.layer_counts(d), viz.layer_time(d)):
         assert "GPU" not in fig.to_json() and "CPU" in fig.to_json()
+
+
+def test_natural_order_of_layers_and_names():
+    from workbench.textfmt import natural_key
+
+    names = ["model.layers.10", "model.layers.2", "model.layers.1", "Conv_10 + Relu_11", "Conv_3", "x01", "x1"]
+    assert sorted(names, key=natural_key) == ["Conv_3", "Conv_10 + Relu_11", "model.layers.1", "model.layers.2",
+                                              "model.layers.10", "x01", "x1"]
+    a, b = (wb.open_trace(str(TRACES / n)) for n in ("h200-hf-attn-eager-static-nsys", "h200-hf-attn-sdpa-static-nsys"))
+    d = wb.diff(a, b)
+    w = viz.TraceDiffWidget(a, b, root=TRACES)
+    layers = [int(label.split()[1]) for label, v in w.scope.options if v.startswith("layer:")]
+    assert layers == list(range(16))
+    ranges = [v for _, v in w.scope.options if v.startswith("range:LlamaForCausalLM/model.layers.") and v.count("/") == 1]
+    assert [int(v.rsplit(".", 1)[1]) for v in ranges] == list(range(16))  # model.layers.2 before model.layers.10
+    fig = viz.layer_counts(d, range="self_attn")
+    assert list(fig.data[0].x) == list(range(16))
+
+
+def _trt():
+    data = TRACES.parent / "tests" / "data" / "tensorrt"
+    fp32, fp16 = wb.import_file(data / "resnet18-a100-fp32"), wb.import_file(data / "resnet18-a100-fp16")
+    fp32.name, fp16.name = "fp32", "fp16"
+    return fp32, fp16
+
+
+def test_tensorrt_figures_say_engine_layers_per_inference():
+    """A TensorRT engine profile has engine layers and one inference, no steps: no figure or
+    widget line of it says "step" or "kernel"; an aligned layer whose precision and time moved
+    is not "unchanged"."""
+    fp32, fp16 = _trt()
+    d = wb.diff(fp32, fp16)
+    figs = [viz.diff_bars(d, max_ranges=20), viz.layer_time(d), viz.layer_counts(d), viz.launches_per_step([fp32, fp16]),
+            viz.summary_bars(fp16, "range"), viz.range_composition([fp32, fp16])]
+    for fig in figs:
+        words = " ".join([fig.layout.title.text or "", str(fig.layout.xaxis.title.text), str(fig.layout.yaxis.title.text),
+                          *(a.text for a in fig.layout.annotations)])
+        assert "step" not in words and "kernel" not in words, words
+    bars = figs[0]
+    assert [a.text for a in bars.layout.annotations] == ["engine layers per inference", "GPU time per inference (\u00b5s)"]
+    rows = list(bars.layout.yaxis.ticktext)
+    assert rows.index("Conv_3 + Relu_4") < rows.index("Conv_10 + Add_11 + Relu_12")  # numbers read as numbers
+    w = viz.TraceDiffWidget(fp32, fp16, root=TRACES)
+    text = re.sub(r"<[^>]+>", " ", w.summary.value + w.table.value)
+    assert "step" not in text and "engine layers per inference" in text and w.scope.options[0][0] == "every engine layer"
+    # The layers that changed alike are listed together: precision and (mean) time, not "unchanged".
+    assert "(21 engine layers) : engine layers per inference 1 \u2192 1 each; precision FP32 \u2192 FP16, GPU time " \
+           "97.9 \u00b5s \u2192 43.3 \u00b5s each on average (-55.8%)" in re.sub(r"\s+", " ", text)
+    assert "unchanged" not in text
+    w.scope.value = "range:Conv_0 + Relu_1"
+    assert "precision FP32 \u2192 FP16, GPU time 522 \u00b5s \u2192 112 \u00b5s (-78.6%)" in w.table.value
+    assert "unchanged" not in w.table.value
+
+
+def test_timeline_views_and_shared_axis():
+    """An eager window is host-dominated: its timeline takes the GPU view (idle gaps cut),
+    where its kernels fill the width; a pair shares one time axis, so bucketed attention
+    (about 26% less GPU time than full) is that much shorter."""
+    full, bucketed = (wb.open_trace(str(TRACES / f"h200-cache-{v}-ctx512-eager-torch")) for v in ("full", "bucketed"))
+    fa, fb = viz.timeline_pair((full, bucketed), "layer_03/attention")
+    assert fa.layout.xaxis.range == fb.layout.xaxis.range
+    assert all("GPU view" in f.layout.title.text.replace("<br>", " ") and "idle gaps cut" in f.layout.xaxis.title.text
+               for f in (fa, fb))
+
+    def end(f):
+        return max(b + x for t in f.data if t.name != "ranges" for b, x in zip(t.base, t.x))
+
+    assert end(fa) == pytest.approx(fa.layout.xaxis.range[1])
+    assert 0.65 < end(fb) / end(fa) < 0.8
+    kernels = [x for t in fa.data if t.name != "ranges" for x in t.x]
+    assert min(kernels) / fa.layout.xaxis.range[1] > 0.02  # no sliver: at least 2% of the axis
+    window = viz.timeline(full, "layer_03/attention", view="window")
+    assert "GPU view" not in window.layout.title.text.replace("<br>", " ") and window.layout.xaxis.range[1] > 10 * fa.layout.xaxis.range[1]
+    # Ranges in the GPU view span the kernels they launched; the whole window's ranges are all drawn.
+    attention = [t for t in fa.data if t.name == "ranges"][0]
+    assert attention.base[0] == 0 and attention.x[0] == pytest.approx(end(fa))
+    # A CUDA-graph step keeps the GPU busy: the window's own time.
+    graph = viz.timeline(wb.open_trace(str(TRACES / "h200-kvwrite-unfused-cudagraph-nsys")))
+    assert "GPU view" not in graph.layout.title.text.replace("<br>", " ") and graph.layout.xaxis.title.text.startswith("time from window start")
+    with pytest.raises(ValueError, match="view"):
+        viz.timeline(full, view="zoom")
+
+
+def test_colors_follow_a_kernel_across_figures(pair):
+    """The same kernel, the same colour in every figure of a session; a colour scope (what a
+    report draws in) gives the same colours whatever was drawn before it."""
+    from workbench.viz.colors import color_scope, muted
+
+    a, b, _ = pair
+    with color_scope():
+        first = viz.timeline(a, "layer_03/kv_write")
+        k1 = {t.name: t.marker.color for t in first.data if t.name != "ranges"}
+    viz.summary_bars(wb.open_trace(str(TRACES / "h200-hf-attn-eager-static-nsys")), "kernel")  # other kernels first
+    with color_scope():
+        again = viz.timeline(a, "layer_03/kv_write")
+        assert again.to_json() == first.to_json()
+        comp = viz.range_composition({"unfused": a, "fused": b})
+        k2 = {t.name: t.marker.color for t in comp.data}
+        steps = viz.timeline(a)
+        k3 = {t.name: t.marker.color for t in steps.data if t.name != "ranges"}
+    shared = set(k1) & set(k2) & set(k3)
+    assert len(shared) >= 3
+    for n in shared:  # strong where a figure emphasises it, muted where it does not: one hue
+        assert k1[n] == k3[n] and k2[n] in (k1[n], muted(k1[n]))
+
+
+def test_rank_steps_leaves_the_warm_up_out():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as root:
+        ts = wb.import_set("cpu4", sorted((TRACES.parent / "tests/data/sets/cpu4").glob("rank*.json.gz")), root=root,
+                           executor="local")
+        steps = ts.steps()
+        fig = viz.rank_steps(ts)
+    assert "step_0 left out: warm-up, up to 1.74 s" in fig.layout.title.text.replace("<br>", " ")
+    assert [a.text for a in fig.layout.annotations] == ["step_1", "step_2"]
+    names = {t.name for t in fig.data}
+    assert names == {"own time (outside collectives)", "in collectives (waiting included)"} and "_ns" not in str(names)
+    own = [t for t in fig.data if t.name.startswith("own") and t.xaxis == "x"][0]
+    top = max(a + b for a, b in zip(own.y, [t for t in fig.data if t.name.startswith("in") and t.xaxis == "x"][0].y))
+    assert max(own.y) > 0.7 * top  # the straggler's 122 ms is most of the axis, not a sliver
+    assert list(own.marker.line.color).index("#111111") == 2  # rank 2 outlined
+    # Two runs of the job in one set: a member is its variant and rank.
+    import pandas as pd
+
+    two = viz.rank_steps(pd.concat([steps.assign(variant="base"), steps.assign(variant="fix")], ignore_index=True))
+    assert list(two.data[0].x) == [f"{v} rank {r}" for v in ("base", "fix") for r in range(4)]
+    assert list(two.data[0].marker.line.color).count("#111111") == 2  # rank 2 of each run
+    every = viz.rank_steps(steps, warmup=0)
+    assert [a.text for a in every.layout.annotations] == ["step_0", "step_1", "step_2"]
+    with pytest.raises(ValueError, match="steps"):
+        viz.rank_steps(steps.drop(columns="own_ns"))
+
+
+def test_widget_lists_time_changes_with_their_size():
+    """Full vs bucketed attention: no kernel changes, so the widget's list is the ranges whose
+    time moved, one line for the 8 layers' attention, with the mean change (about 26%)."""
+    w = viz.TraceDiffWidget(a="h200-cache-full-ctx512-eager-torch", b="h200-cache-bucketed-ctx512-eager-torch",
+                            root=TRACES)
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", w.table.value.split("</style>")[1]))
+    assert text.count("same kernels") == 1 and "(8 ranges)" in text and "unchanged" not in text
+    assert "same kernels, GPU time 19.9 \u00b5s \u2192 14.7 \u00b5s each on average (-26.1%)" in text

@@ -7,11 +7,14 @@ from collections import Counter
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
+from ..trace.display import Part, page_html, page_text
+
 
 @dataclass
 class Alignment:
     """Aligned kernel-name sequences of one range: ``ops`` is a list of
-    (``equal``|``removed``|``added``, [kernel names]) in order."""
+    (``equal``|``removed``|``added``, [kernel names]) in order. Shown as its :meth:`describe`
+    line, then its :meth:`runs`, removed and added ones marked."""
 
     ops: list[tuple[str, list[str]]]
 
@@ -22,6 +25,36 @@ class Alignment:
     @property
     def added(self) -> list[str]:
         return [k for op, ks in self.ops if op == "added" for k in ks]
+
+    def runs(self) -> list[tuple[str, str, int]]:
+        """Each op's names as runs of one name: (op, name, times in a row), in order."""
+        out: list[tuple[str, str, int]] = []
+        for op, names in self.ops:
+            start = 0
+            for i in range(1, len(names) + 1):
+                if i == len(names) or names[i] != names[start]:
+                    out.append((op, names[start], i - start))
+                    start = i
+        return out
+
+    def part(self, title: str = "") -> Part:
+        """The runs as a display's table (:mod:`workbench.trace.display`), removed and added
+        ones marked."""
+        import pandas as pd
+
+        runs = self.runs()
+        shown = [op if op != "equal" else "" for op, _, _ in runs]
+        table = pd.DataFrame({"change": shown, "kernel": [n for _, n, _ in runs], "times": [c for _, _, c in runs]})
+        return Part(table, title, row_classes=tuple(shown))
+
+    def _page(self) -> tuple:
+        return self.describe(), (), [self.part()]
+
+    def _repr_html_(self) -> str:
+        return page_html(*self._page())
+
+    def __repr__(self) -> str:
+        return page_text(*self._page())
 
     def describe(self, limit: int = 6) -> str:
         """``15 removed: vectorized_elementwise_kernel x6, ...; 1 added: kv_write_fused``."""

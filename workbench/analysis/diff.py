@@ -22,7 +22,7 @@ its non-prefill work.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -31,86 +31,13 @@ from ..trace.arrays import group_sums
 from ..trace.manifest import work_units
 from ..trace.schema import Trace
 from .alignment import Alignment, align
-from .per_step import by_label, per_layer, time_moved
+from .per_step import per_layer, time_moved
 from .projection import NO_LAUNCH, NO_RANGE, project
 from .gpu_projection import step_projection
 from .inferred.timing import timing as trace_timing
-from .stats import Comparison
 from .steps import DECODE, NO_STEP, PHASES, PREFILL, step_parts, trace_steps_info
+from .trace_diff import PREFILL_KEY, STEP_KEY, TraceDiff
 
-# The keys of kernels launched directly in a step range or a prefill model call, which no
-# named range holds: any two traces with steps have them (see ``step_free``).
-STEP_KEY, PREFILL_KEY = "(step)", "prefill"
-# Keys any two traces can share without sharing a range: they alone are nothing in common
-# where either trace has named ranges.
-PLACEHOLDERS = (STEP_KEY, PREFILL_KEY, NO_RANGE, NO_LAUNCH)
-
-
-@dataclass
-class TraceDiff:
-    """The result of :func:`diff`. All tables are pandas DataFrames."""
-
-    a: str
-    b: str
-    ranges: pd.DataFrame  # per matched range key
-    layers: pd.DataFrame  # per (layer, innermost range name)
-    steps: dict[str, int]  # number of steps in A and B
-    alignments: dict[str, Alignment] = field(default_factory=dict)
-    totals: dict[str, float] = field(default_factory=dict)
-    # The timed phases both captures recorded, B against A with a confidence interval and a
-    # verdict (:mod:`.stats`).
-    timing: list[Comparison] = field(default_factory=list)
-    # What each side's kernel table holds (``kernel`` or ``cpu_op``: trace.manifest.work_units),
-    # so views of the diff word CPU ops as such.
-    work_units: tuple[str, str] = ("kernel", "kernel")
-    # Per side, each range that launched kernels (index: its id) -> its key in ``ranges``.
-    range_keys: tuple[pd.Series, pd.Series] = field(default_factory=lambda: (pd.Series(dtype=object),) * 2)
-
-    @property
-    def common(self) -> int:
-        return int((self.ranges["status"] == "both").sum()) if len(self.ranges) else 0
-
-    def nothing_in_common(self, sides: tuple[str, str] = ("A", "B")) -> str | None:
-        """Why the two traces have nothing to compare range by range, in a line that diffs and
-        reports alike print (``sides``: what they call the two traces); None where they share a
-        named range, or where neither has one (two traces of flat steps compare step to step).
-        A shared placeholder (``(step)``, ``(no range)``, ...) alone is nothing in common."""
-        r = self.ranges
-        if not len(r):
-            return None
-        named = ~r["range"].isin(PLACEHOLDERS)
-        both = r["status"] == "both"
-        if (both & named).any() or (both.any() and not named.any()):
-            return None
-        a, b = sides
-        shared = ", ".join(r.loc[both, "range"].astype(str))
-        return (f"no range in common between {a} and {b}: their range paths differ entirely "
-                f"({int((r['status'] == 'only_a').sum())} only in {a}, {int((r['status'] == 'only_b').sum())} only in "
-                f"{b}" + (f"; only the placeholder {shared} in both" if shared else "") + ")")
-
-    def per_step(self) -> pd.DataFrame:
-        """The ranges whose numbers are per decode step (:mod:`.per_step`): every per-step view
-        (report tables, widget, figures, the text diff) reads these rows only."""
-        return self.ranges[self.ranges["per_step"]]
-
-    def groups(self) -> pd.DataFrame:
-        """The per-decode-step ranges grouped by label across layers (:func:`.per_step.by_label`)."""
-        return by_label(self.per_step())
-
-    def changed(self, n: int = 10, per_step: bool | None = None) -> pd.DataFrame:
-        """The changed ranges (``ranges.changed``: see :func:`diff`), largest GPU time change
-        first; ``per_step`` True: of decode steps only, False: the others (prefill, outside steps)."""
-        r = self.ranges
-        if per_step is not None:
-            r = r[r["per_step"] == per_step]
-        r = r[r["changed"] != ""]
-        order = (r["delta_gpu_time_ns"].abs() + 0).sort_values(ascending=False, kind="stable").index
-        return r.loc[order].head(n).reset_index(drop=True)
-
-    def to_rows(self) -> list[dict]:
-        rows = self.ranges.copy()
-        rows["alignment"] = rows["range"].map(lambda k: self.alignments[k].describe() if k in self.alignments else "")
-        return rows.to_dict(orient="records")
 
 
 def _strings(values: pd.Categorical) -> tuple[np.ndarray, np.ndarray]:

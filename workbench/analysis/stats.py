@@ -40,6 +40,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .. import textfmt as fmt
+from ..trace.display import ascii_text, page_html
 from ..trace.manifest import recorded_timing
 
 RESAMPLES = 2000
@@ -95,6 +97,23 @@ class Comparison:
     @property
     def interval(self) -> bool:
         return bool(np.isfinite(self.ci_low) and np.isfinite(self.ci_high))
+
+    @property
+    def phase(self) -> str:
+        """What was timed, in words: ``decode_step_ms`` -> ``decode step``."""
+        return self.metric.removesuffix("_ms").replace("_", " ")
+
+    def line(self) -> str:
+        """``decode step: 3.699 → 4.634 ms, 1.25x (95% CI 1.20–1.27x): slower`` (medians, B against A)."""
+        ms_ = self.metric.endswith("_ms")
+        a, b = (fmt.ms(x) if ms_ else fmt.num(x) for x in (self.a_median, self.b_median))
+        return f"{self.phase}: {a} \u2192 {b}{' ms' if ms_ else ''}, {change_text(self, dash=chr(0x2013))}"
+
+    def _repr_html_(self) -> str:
+        return page_html(self.line(), [f"medians of {self.n_a} (A) and {self.n_b} (B) samples; ratio B/A, {self.method}"])
+
+    def __repr__(self) -> str:
+        return ascii_text(self.line())  # one line: a diff's ``timing`` is a list of these
 
     def describe(self, unit: str = "ms") -> str:
         """``3.71 ms -> 0.48 ms, 0.130x (95% CI 0.124-0.135x): faster``."""

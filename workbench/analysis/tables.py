@@ -5,10 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .. import textfmt as fmt
 from ..errors import WorkbenchError
 from ..trace.arrays import group_sums
+from ..trace.display import Table
 from ..trace.manifest import ATTRIBUTION, section
 from ..trace.schema import Trace
+from ..trace.words import trace_words
 from .gpu_projection import STATS, projection_stats, range_projection
 from .projection import NO_LAUNCH, NO_RANGE, kernel_display, trace_labels, trace_layers
 from .steps import PHASES, step_groups, step_rows, trace_steps_info
@@ -21,8 +24,9 @@ def _labels(values) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(uniq, dtype=object))
 
 
-def summary(trace: Trace, by: str = "range", layer_regex: str | None = None, projection: bool = False) -> pd.DataFrame:
-    """Kernel counts and GPU time grouped ``by``:
+def summary(trace: Trace, by: str = "range", layer_regex: str | None = None, projection: bool = False) -> Table:
+    """Kernel counts and GPU time grouped ``by``, as a DataFrame (a :class:`~workbench.trace.display.Table`:
+    in a notebook it shows formatted, its headline the trace's totals):
 
     - ``range``: innermost range label (``kv_write`` over all layers and steps; a name with a
       layer in it counts without it, ``model.layers.3.self_attn`` as ``self_attn``: see
@@ -51,7 +55,7 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None, pro
     if by not in BY:
         raise WorkbenchError(by, f"unknown grouping; choose one of {', '.join(BY)}")
     if by == "kernel":
-        return _by_kernel(trace)
+        return _shown(trace, by, _by_kernel(trace))
     own = trace.columns("ranges", ["kernels", "gpu_time_ns", "graph_kernels"])
     used = np.flatnonzero(own["kernels"].to_numpy() > 0)
     # One row per range that launched kernels, then one per kind of unattributed kernel.
@@ -82,8 +86,19 @@ def summary(trace: Trace, by: str = "range", layer_regex: str | None = None, pro
         out["kernels_per_instance"] = np.where(out["instances"] > 0, out["kernels"] / out["instances"].clip(lower=1), np.nan)
         out = out[["range", "kernels", "gpu_time_ns", "instances", "graph_kernels", "kernels_per_instance"]
                   + (STATS if projection else [])]
-        return out.sort_values(["gpu_time_ns", "range"], ascending=[False, True], kind="stable").reset_index(drop=True)
-    return out.sort_values(list(keys), kind="stable").reset_index(drop=True)
+        out = out.sort_values(["gpu_time_ns", "range"], ascending=[False, True], kind="stable")
+    else:
+        out = out.sort_values(list(keys), kind="stable")
+    return _shown(trace, by, out.reset_index(drop=True))
+
+
+def _shown(trace: Trace, by: str, out: pd.DataFrame) -> Table:
+    """The summary with its display: a headline of the trace's totals, in its own words (a
+    CPU-only trace's ``kernels`` are CPU ops)."""
+    w = trace_words(trace.meta)
+    notes = () if w.unit == "kernel" else (f"the kernels and gpu_time_ns columns count {w.units} and their {w.time}",)
+    return Table(out, headline=f"{trace.label} by {by}: {fmt.num(out['kernels'].sum())} {w.units}, "
+                               f"{fmt.duration(out['gpu_time_ns'].sum())} {w.time}", notes=notes)
 
 
 def _range_keys(trace: Trace, by: str, layer_regex: str | None, rows: np.ndarray) -> dict:

@@ -163,6 +163,8 @@ def _run(kind: str, target: str, args: list[str]) -> tuple[int, dict]:
             print(code, file=sys.stderr)  # sys.exit("message"), as Python itself prints it
             code = 1
         return code or 0, state()
+    except KeyboardInterrupt:  # Ctrl-C, not a crash: the workbench says it in one line (child.py)
+        raise
     except BaseException:  # the program's own crash: its traceback, as Python prints it
         import traceback
 
@@ -229,8 +231,10 @@ def _main(argv: list[str]) -> int:
         else:
             recorder.start()
     started = time.perf_counter()
+    finished = False
     try:
         code, windows = _run(kind, target, args)
+        finished = True
     finally:
         wall = time.perf_counter() - started
         if recorder is not None:
@@ -241,7 +245,7 @@ def _main(argv: list[str]) -> int:
                 json.dump({"sites": compiler.rows(), "summary": compiler.summary()}, fh)
         if ranges is not None:
             ranges.remove(attributed=compiler is not None)
-            if not ranges.names:
+            if not ranges.names and finished:  # an interrupted program may not have called one yet
                 what = repr(modules) if modules else "(the default selection)"
                 print(f"workbench: warning: --modules {what} matched no module the program called", file=sys.stderr)
     used = sys.modules.get("torch")  # the program's torch, if it imported one
@@ -253,4 +257,6 @@ def _main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
+    from .child import run_child
+
+    run_child(_main, sys.argv[1:])

@@ -120,4 +120,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from .child import run_child
+
+    run_child(main, sys.argv[1:])

@@ -87,4 +87,6 @@ def _child(spec_path: str, result_path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1], sys.argv[2]))
+    from .child import run_child
+
+    run_child(_child, sys.argv[1], sys.argv[2])

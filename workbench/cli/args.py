@@ -11,19 +11,66 @@ argument) are one line too, not a usage block.
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Callable
 
 from ..errors import WorkbenchError
+
+_REQUIRED = re.compile(r"the following arguments are required: (.+)$")
 
 
 class Parser(argparse.ArgumentParser):
     """``argparse`` with one-line errors: raised as :class:`WorkbenchError` (naming the
     subcommand), which ``cli.main`` prints and exits 2 on; its subcommands' parsers are of
-    this class too."""
+    this class too. ``needs``: what the command takes, in words (``two traces, ...``), said
+    with the command's synopsis when something it requires is missing."""
+
+    def __init__(self, *args, needs: str | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.needs = needs
 
     def error(self, message: str):
         where = self.prog.split(" ", 1)[1] if " " in self.prog else "command line"
+        missing = _REQUIRED.match(message)
+        if missing:
+            message = self._required(missing.group(1).split(", "))
         raise WorkbenchError(where, message)
+
+    def _required(self, listed: list[str]) -> str:
+        """``FIX is required: report takes two traces, ... (workbench report BASE FIX [MORE ...])``:
+        what is missing by the names the synopsis gives it, what the command takes, and its
+        synopsis (positionals and required options only: the rest is in ``--help``)."""
+        names = {_listed_as(a): _shown(a) for a in self._actions}
+        missing = [names.get(n, n) for n in listed]
+        words = [_synopsis(a) for a in self._actions if not a.option_strings]
+        words += [_synopsis(a) for a in self._actions if a.option_strings and a.required]
+        said = f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} required"
+        command = self.prog.split(" ", 1)[-1]
+        takes = f": {command} takes {self.needs}" if self.needs else ""
+        return f"{said}{takes} ({self.prog} {' '.join(words)})"
+
+
+def _listed_as(action) -> str:
+    """How argparse names ``action`` in its "arguments are required" list."""
+    if action.option_strings:
+        return "/".join(action.option_strings)
+    return action.metavar if isinstance(action.metavar, str) else action.dest
+
+
+def _shown(action) -> str:
+    """``action`` as the synopsis shows it: an option by its longest name, a positional by its
+    metavar (else its name in capitals; a command list as COMMAND)."""
+    if action.option_strings:
+        return max(action.option_strings, key=len)
+    return action.metavar if isinstance(action.metavar, str) else action.dest.upper()
+
+
+def _synopsis(action) -> str:
+    """``BASE``, ``[MORE ...]``, ``VARIANT [VARIANT ...]``, ``--chrome OUT``."""
+    shown = _shown(action)
+    if action.option_strings:
+        return f"{shown} {action.metavar or action.dest.upper()}"
+    return {"?": f"[{shown}]", "*": f"[{shown} ...]", "+": f"{shown} [{shown} ...]"}.get(action.nargs, shown)
 
 
 def count(option: str, minimum: int = 1) -> Callable[[str], int]:
@@ -120,12 +167,27 @@ assignment = _checked("--variant", "assignment")
 
 # Option groups several commands share.
 
+def add_global_args(p, *, in_command: bool = False) -> None:
+    """``--root``, ``--threads`` and ``--layers``, which every command takes before its name or
+    after it (``workbench --root D summary X`` and ``workbench summary X --root D`` alike): the
+    one definition, added to the top-level parser and to each command's. Given after the
+    command, a value replaces one given before it; not given there (``SUPPRESS``), the one
+    before stays."""
+    default = argparse.SUPPRESS if in_command else None
+    p.add_argument("--root", default=default, help="trace store directory (default: $WORKBENCH_TRACES or ./traces)")
+    p.add_argument("--threads", type=count("--threads"), default=default,
+                   help="most threads an import uses (default: one per available CPU)")
+    p.add_argument("--layers", type=count("--layers"), default=default,
+                   help="layers per step to expect where an import infers steps and layers from the kernel "
+                        "stream (a trace with no ranges around its kernels): a hint to that search")
+
+
 def import_options(args):
-    """The import options of a CLI run: its --threads, and memory handed back to the system
-    as it is freed (the process does nothing but this command)."""
+    """The import options of a CLI run: its --threads and --layers, and memory handed back to
+    the system as it is freed (the process does nothing but this command)."""
     from ..trace import ImportOptions
 
-    return ImportOptions(threads=args.threads, memory="release")
+    return ImportOptions(threads=args.threads, memory="release", layers=args.layers)
 
 
 def add_phase_args(s) -> None:

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 
@@ -52,11 +51,37 @@ def add_parser(subparsers) -> None:
     s.add_argument("--warmup", type=count("--warmup"), default=2, help="untimed warm-up repetitions (default 2)")
     s.add_argument("--device", type=device,
                    help=f"workload: one of {', '.join(DEVICES)}, cuda:N (default: cuda when available)")
-    # SUPPRESS keeps the top-level --root when this one is not given.
-    s.add_argument("--root", default=argparse.SUPPRESS, help="trace store directory")
     s.add_argument("--force", action="store_true", help="replace a stored trace of the same name")
     s.add_argument("--quiet", action="store_true", help="no progress output")
-    s.set_defaults(func=run, command_argv=None)
+    s.set_defaults(func=run, command_argv=None, extra_hint=program_hint)
+
+
+def program_hint(args, extra: list[str]) -> str:
+    """What to say of words capture did not take (``capture --backend torch python x.py``):
+    a program given without the ``--`` that must come before it."""
+    return _dashes([args.workload, *extra] if args.workload else extra)
+
+
+def _dashes(program: list[str]) -> str:
+    import shlex
+
+    return f"to capture a program, put -- before it: workbench capture [options] -- {shlex.join(program)}"
+
+
+def _check_workload(workload: str) -> None:
+    """A WORKLOAD that names no workload but a file or a command (``capture x.py``,
+    ``capture python``): the program lacks its ``--``. Checked only where no workload has the
+    name, so a workload named like a command on PATH is still captured."""
+    import os
+    import shutil
+
+    from ..errors import WorkbenchError
+    from ..workloads import names
+
+    if ":" not in workload and workload not in names() and (os.path.exists(workload) or shutil.which(workload)):
+        what = "a file" if os.path.exists(workload) else "a command"
+        program = ["python", workload] if workload.endswith(".py") else [workload, "..."]
+        raise WorkbenchError(f"workload {workload}", f"no workload has this name, but {what} has: {_dashes(program)}")
 
 
 def _process_command() -> list[str] | None:
@@ -80,7 +105,7 @@ def run(args) -> int:
     from ..textfmt import clean
 
     what = _which(args)
-    root, progress = getattr(args, "root", None), not args.quiet
+    root, progress = args.root, not args.quiet
     if args.modules is not False and what != "-- COMMAND":
         from ..errors import WorkbenchError
 
@@ -103,12 +128,34 @@ def run(args) -> int:
         from ..workloads import parse_assignments
         from ..capturing import capture
 
+        _check_workload(args.workload)
         trace = capture(args.workload, parse_assignments(args.variant), engine=args.engine, backend=args.backend,
                         name=args.name, steps=args.steps or 3, repeats=args.repeats, warmup=args.warmup,
                         device=args.device, root=root, overwrite=args.force, progress=progress,
                         command=_process_command(), keep_raw=args.keep_raw)
     print(clean(_describe(trace)))
+    if what == "-- COMMAND" and (hint := _ranges_hint(trace, args)):
+        print(f"workbench: hint: {hint}", file=sys.stderr)
     return 0
+
+
+def _ranges_hint(trace, args) -> str | None:
+    """What gives a program's capture ranges, where it recorded work but none (or only the
+    steps and layers the import inferred from the kernel stream): without ranges every kernel
+    is unattributed, and summaries by layer or range have nothing to group."""
+    from ..capturing.program import parse
+    from ..trace.manifest import COUNTS, INFERRED, section
+
+    counts, inferred = section(trace.meta, COUNTS), section(trace.meta, INFERRED).get("applied")
+    if hasattr(trace, "members") or (counts.get("ranges") and not inferred) or not counts.get("kernels"):
+        return None
+    said = "no ranges recorded" + (" (its steps and layers are inferred from the kernel stream)" if inferred else "")
+    if parse(args.command_argv) is None:  # not a Python program: only its own NVTX ranges
+        return f"{said}: add NVTX ranges to the program (nvtxRangePushA/nvtxRangePop) to attribute its kernels"
+    more = "(--modules . for every nn.Module), or NVTX ranges in the program (wb.annotate)"
+    if args.modules is not False:
+        return f"{said}: --modules REGEX picks modules by their path {more}"
+    return f"{said}: add --modules to get a range per layer/module {more}"
 
 
 def _describe(trace) -> str:

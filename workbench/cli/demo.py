@@ -52,7 +52,7 @@ def _headline(d, metas: tuple) -> None:
     """The diff in a few lines, worded for what the traces hold (CPU ops on a CPU), with what the
     numbers mean there: a CPU capture runs Triton under its interpreter, so counts lead."""
     from ..analysis.per_step import describe
-    from ..reporting.words import words
+    from ..trace.words import words
     from ..textfmt import MICRO_ASCII, clean, num, us
     from ..trace.manifest import interpreter_note
 

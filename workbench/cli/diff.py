@@ -28,7 +28,8 @@ def add_parser(sub) -> None:
     from .args import add_executor_args, add_phase_args, count, gate, layer_regex
 
     s = sub.add_parser("diff", help="compare two traces range by range (which kernels were fused away), or two "
-                                    "trace sets rank against rank")
+                                    "trace sets rank against rank",
+                       needs="two traces (or two trace sets), the base and the changed one")
     s.add_argument("a", help="base trace (stored name/dir or capture file), or trace set")
     s.add_argument("b", help="changed trace, or trace set")
     s.add_argument("--layer-regex", default=None, type=layer_regex)
@@ -37,9 +38,10 @@ def add_parser(sub) -> None:
     s.add_argument("--json", action="store_true",
                    help="print a JSON object: ranges, timing, totals, steps")
     s.add_argument("--fail-if", action="append", default=[], metavar="GATE", type=gate,
-                   help="exit 1 if B is worse: kernels_per_step>N, gpu_time_per_step>N%%, kernels>N, gpu_time>N%%; "
-                        "decode_step>N%%, prefill>N%%, call>N%% (B significantly slower and by more than N%%) "
-                        "(repeatable)")
+                   help="exit 1 if B is worse than A by more than N (or N%% of A): kernels_per_step+N, "
+                        "gpu_time_per_step+N%%, kernels+N, gpu_time+N%%; decode_step+N%%, prefill+N%%, call+N%% (B "
+                        "significantly slower and by more than N%%); no quotes needed ('METRIC>N', quoted, means "
+                        "the same) (repeatable)")
     add_executor_args(s)
     s.set_defaults(func=run)
 
@@ -51,7 +53,7 @@ def run(args) -> int:
     from .args import apply_phase_args, import_options
     from ..trace import open_trace
     from ..trace.compiled import compiled_note
-    from ..trace.manifest import graph_note, interpreter_note, work_units
+    from ..trace.manifest import graph_note, inferred_note, interpreter_note, work_units
     from .sets import maybe_diff
 
     if (done := maybe_diff(args)) is not None:  # two trace sets, rank against rank
@@ -74,10 +76,10 @@ def run(args) -> int:
     elif engines is not None:
         _engine_text(engines, (a.meta, b.meta), args.top, clean, _timing_text(d, a.meta, b.meta, sources))
     else:
-        from ..reporting.words import words
+        from ..trace.words import words
         from .diff_text import text
 
-        notes = tuple("\n   ".join(n for n in (graph_note(t.meta), compiled_note(t.meta), interpreter_note(t.meta)) if n)
+        notes = tuple("\n   ".join(n for n in (graph_note(t.meta), compiled_note(t.meta), inferred_note(t.meta), interpreter_note(t.meta)) if n)
                       or None for t in (a, b))
         timing = _timing_text(d, a.meta, b.meta, sources)
         if d.timing and (why := _confounded(a, b, d)):

@@ -1,7 +1,7 @@
 """The text of ``workbench diff A B``: per-decode-step totals, the changes grouped by range label
 across layers (decode steps, then prefill, then work outside the steps, each under its own
 heading), per-layer counts with their time, and the ranges of one side only. Worded for what
-the traces hold (kernels and GPU time, or CPU ops and their time: ``reporting.words``)."""
+the traces hold (kernels and GPU time, or CPU ops and their time: ``trace.words``)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def text(d, top: int, timing: str, notes: tuple, words) -> None:
             out(f"{heading}:\n")
             for row in g.itertuples(index=False):
                 out(f"  {clean(describe(row, u, '->', MICRO_ASCII, per))}\n")
-                al = _alignment(d, rows, row.range)
+                al = d.aligned(row.range, rows)
                 if al is not None:
                     out(f"      {clean(al.describe())}\n")
         lay = d.layers[d.layers["layer"] >= 0]
@@ -74,12 +74,3 @@ def text(d, top: int, timing: str, notes: tuple, words) -> None:
                     + (f"\n      {clean(al.describe())}" if al else "") + "\n")
             if len(rows) > top:
                 out(f"  ... {len(rows) - top} more\n")
-
-
-def _alignment(d, rows, label: str):
-    """The aligned kernels of the group's first member whose kernels changed (None: none did)."""
-    from ..analysis.per_step import labels
-
-    keys = rows.loc[labels(rows) == label, "range"]
-    return next((d.alignments[k] for k in keys if k in d.alignments and (d.alignments[k].removed or d.alignments[k].added)),
-                None)

@@ -12,8 +12,10 @@ _CPU_COLUMNS = {"kernels": "cpu_ops", "gpu_time_ns": "cpu_time_ns", "kernels_per
                 "kernel": "cpu_op", "graph_kernels": "graph_cpu_ops"}
 
 
-def print_table(df, as_json: bool, out=None) -> None:
-    """``df`` as a JSON list of rows, or as text: one terminal line per row."""
+def print_table(df, as_json: bool, out=None, *, left: tuple[str, ...] = (), width: int = 200) -> None:
+    """``df`` as a JSON list of rows, or as text: one terminal line per row, each text cell cut
+    to about ``width`` characters, the ``left`` columns aligned left (names read down a list
+    better so; pandas aligns every column right)."""
     out = out or sys.stdout
     if as_json:
         out.write(json.dumps(records(df), indent=1) + "\n")
@@ -29,10 +31,16 @@ def print_table(df, as_json: bool, out=None) -> None:
     for c in shown.columns:
         if not pd.api.types.is_numeric_dtype(shown[c]):
             # One terminal line per row, and no 50 MB cell: pandas pads every cell to its column.
-            shown[c] = shown[c].astype(object).map(lambda v: one_line(str(v), 200))
+            shown[c] = shown[c].astype(object).map(lambda v: one_line(str(v), width))
+    for c in left:
+        cells = shown[c].astype(str)
+        pad = max(len(c), *cells.map(len)) if len(cells) else len(c)
+        shown[c] = cells.str.ljust(pad)
+        shown = shown.rename(columns={c: c.ljust(pad)})
     with pd.option_context("display.max_rows", 500, "display.max_columns", 50, "display.width", 200,
                            "display.max_colwidth", 80):
-        out.write(shown.to_string(index=False) + "\n")
+        text = shown.to_string(index=False)
+    out.write(("\n".join(line.rstrip() for line in text.splitlines()) if left else text) + "\n")
 
 
 def records(df) -> list[dict]:

@@ -8,10 +8,14 @@ import sys
 def add_parser(sub) -> None:
     from .args import layer_regex
 
-    s = sub.add_parser("report", help="self-contained HTML and PR-ready Markdown from stored traces (and a sweep)")
+    s = sub.add_parser("report", help="self-contained HTML and PR-ready Markdown from stored traces (and a sweep)",
+                       needs="two traces, the base and the changed one, then optional more traces or a sweep "
+                             "results .json")
     s.add_argument("base", help="base trace: stored name/dir or capture file")
     s.add_argument("fix", help="changed trace")
-    s.add_argument("more", nargs="*", help="more traces to show beside base and fix, or a sweep results .json")
+    # default=[]: argparse lists a `*` positional without a default among the required ones.
+    s.add_argument("more", nargs="*", default=[], help="more traces to show beside base and fix, or a sweep "
+                                                       "results .json")
     s.add_argument("-o", "--html", dest="html", default=None, help="write the HTML report here")
     s.add_argument("--md", default=None, help="write the Markdown report here (without -o/--md: print it)")
     s.add_argument("--sweep", default=None, help="sweep results JSON (latency vs context length per variant)")

@@ -12,7 +12,8 @@ from .sets import GROUPINGS, add_import_args, maybe_import, maybe_sql, maybe_sum
 def add_parsers(sub) -> None:
     s = sub.add_parser("import", help="import a capture (nsys .sqlite/.nsys-rep, torch.profiler .json[.gz]) into the store")
     s.add_argument("src")
-    s.add_argument("more", nargs="*", help="more captures, with --set")
+    # default=[]: argparse lists a `*` positional without a default among the required ones.
+    s.add_argument("more", nargs="*", default=[], help="more captures, with --set")
     s.add_argument("--name", type=trace_name("--name"), help="stored trace name (default: from the file name)")
     s.add_argument("--force", action="store_true", help="replace a stored trace of the same name")
     s.add_argument("--keep-raw", action="store_true",
@@ -42,7 +43,8 @@ def add_parsers(sub) -> None:
     add_executor_args(s)
     s.set_defaults(func=cmd_sql)
 
-    s = sub.add_parser("list", help="list stored traces (and trace sets)")
+    s = sub.add_parser("list", help="list stored traces and trace sets: kind, size, when stored, source")
+    s.add_argument("--json", action="store_true", help="print a JSON list of rows (size in bytes, stored_at in UTC)")
     s.set_defaults(func=cmd_list)
 
 
@@ -103,11 +105,11 @@ def cmd_summary(args) -> int:
     if not args.json:
         from ..textfmt import clean
         from ..trace.compiled import compiled_note
-        from ..trace.manifest import graph_note
+        from ..trace.manifest import graph_note, inferred_note
 
         print(f"# {clean(trace.label)}: {len(trace.kernels)} {work_units(trace.meta)}s, "
               f"{len(trace.ranges)} ranges, by {args.by}")
-        for note in (graph_note(trace.meta), compiled_note(trace.meta)):
+        for note in (graph_note(trace.meta), compiled_note(trace.meta), inferred_note(trace.meta)):
             if note:
                 print(f"# {note}")
         print_source_note(trace.meta)
@@ -133,11 +135,31 @@ def cmd_sql(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from ..sets.store import list_sets
-    from ..trace import list_traces
+    import pandas as pd
 
-    for name in list_traces(args.root):
-        print(name)
-    for name in list_sets(args.root):
-        print(f"{name} (trace set)")
+    from ..sets.store import set_rows
+    from ..trace.store.listing import COLUMNS, trace_rows
+
+    rows = sorted(trace_rows(args.root) + set_rows(args.root), key=lambda r: r["name"])
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    if not args.json:
+        from ..textfmt import size
+
+        df = pd.DataFrame({"name": df["name"], "kind": df["kind"], "size": df["size_bytes"].map(size),
+                           "stored": df["stored_at"].map(_local_time), "source": df["source"]})
+    print_table(df, args.json, left=("name", "kind", "source"), width=100)
     return 0
+
+
+def _local_time(stamp) -> str:
+    """A manifest's ``stored_at`` (UTC) in this machine's time, to the minute; ``-`` where
+    unknown, and a stamp it cannot read as it is."""
+    from datetime import datetime, timezone
+
+    if not isinstance(stamp, str):
+        return "-"
+    try:
+        when = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return stamp
+    return when.astimezone().strftime("%Y-%m-%d %H:%M")

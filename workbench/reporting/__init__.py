@@ -12,7 +12,7 @@ One job per module: ``inputs`` loads and checks traces and sweeps (``sweep`` nor
 results file), ``build`` assembles the report model from ``timing`` (timed phases, compared
 with a confidence interval), ``results`` (launches, busy time per step, headline), ``tables``
 (what changed), ``checks`` (correctness, gaps) and ``provenance`` (environment, trace
-identities), all worded by ``words`` (kernels, or CPU ops); ``figures`` asks
+identities), all worded by ``trace.words`` (kernels, or CPU ops); ``figures`` asks
 :mod:`workbench.viz` for plots, ``markdown`` and ``html`` render, ``output`` writes
 atomically, ``cli`` is ``workbench report``. The same stored traces always give byte-identical
 files: nothing reads the clock or the checkout, figure ids are content hashes, the bootstrap

@@ -16,7 +16,7 @@ from ..trace.manifest import lookup
 from . import checks, provenance, results, tables, timing
 from .inputs import Input, Sweep
 from .model import Code, Headline, Report
-from .words import words as words_of
+from ..trace.words import words as words_of
 
 
 def _variant_changes(base: Input, fix: Input) -> list[tuple[str, str, str]]:
@@ -55,7 +55,7 @@ def build(inputs: list[Input], d, sweep: Sweep | None = None, *, title: str | No
     from ..vocabulary import VERSION
 
     base, fix, extras = inputs[0], inputs[1], inputs[2:]
-    phases = [timing.phases(i.meta) for i in inputs]
+    phases = timing.phases_of([i.trace for i in inputs])
     # Each trace against the base; base against fix is the diff's own comparison.
     comps = [{}] + [timing.compare(phases[0], ph, d.timing if k == 1 else None) for k, ph in enumerate(phases) if k]
     launches = [results.launches(i) for i in inputs]

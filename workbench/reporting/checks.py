@@ -5,12 +5,12 @@ gaps ("not run / remaining gaps") the report could not close, with the reason fo
 from __future__ import annotations
 
 from ..trace.compiled import compiled_note
-from ..trace.manifest import OUTPUTS, graph_counts, graph_note, lookup, section
+from ..trace.manifest import OUTPUTS, graph_counts, graph_note, inferred_note, lookup, section
 from .inputs import Input, Sweep
 from .model import Code, listing
 from .provenance import ENV_ITEMS, NOT_RECORDED, env_value
 from .timing import NOT_TIMED
-from .words import Words
+from ..trace.words import Words
 
 def outputs(meta: dict) -> dict | None:
     """The outputs a capture recorded, None where it recorded none."""
@@ -144,6 +144,8 @@ def gaps(inputs: list[Input], phases: list[dict], d, sweep: Sweep | None, corr_g
         c = i.meta.get("compiled") if isinstance(i.meta.get("compiled"), dict) else {}
         if c and (not c.get("call_sites") or c.get("unmatched")):  # compiled kernels without their modules
             gaps.append([f"{i.role} ", Code(i.name), f": {compiled_note(i.meta)}"])
+        if note := inferred_note(i.meta):  # steps and layers that no range of the program gave
+            gaps.append([f"{i.role} ", Code(i.name), f": {note}"])
     if none := d.nothing_in_common(("base", "fix")):
         gaps.append([f"{none}: no per-range comparison possible"])
     if sweep is not None:

@@ -6,7 +6,9 @@ and time of the ranges that changed (at most ``MAX_RANGES`` of them, largest tim
 the timeline of the first changed range instance in base and fix, launches per step of every
 trace, the range composition, and, with a sweep, latency against context length (one figure per
 timed phase). A figure left out comes with the reason in its place. Captions name the work
-units as the report does (:mod:`.words`: kernels, or CPU ops for a CPU capture).
+units as the report does (:mod:`workbench.trace.words`: kernels, or CPU ops for a CPU capture). The figures
+take their kernel colours from an assignment of their own (:func:`workbench.viz.colors.color_scope`):
+a report's colours do not depend on what its process drew before.
 """
 
 from __future__ import annotations
@@ -88,6 +90,13 @@ def _facets(rows: list[dict], primary: set):
 
 
 def build(inputs, d, names: list[str], words, sweep=None, primary=()) -> list[tuple[str, str, object]]:
+    from ..viz.colors import color_scope
+
+    with color_scope():
+        return _build(inputs, d, names, words, sweep, primary)
+
+
+def _build(inputs, d, names: list[str], words, sweep, primary) -> list[tuple[str, str, object]]:
     from .. import viz
 
     w = words

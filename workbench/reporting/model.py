@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
-from .words import GPU, Words
+from ..trace.words import GPU, Words
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import os
 from ..errors import WorkbenchError
 from .. import textfmt as fmt
 from .model import Code, Table
-from .words import Words
+from ..trace.words import Words
 
 
 def find_sets(names, root) -> list:

@@ -16,8 +16,8 @@ from ..analysis.confounding import HOST_BOUND
 from . import timing
 from .inputs import Input
 from .model import Code, Headline, Mixed, Table
-from .words import Words, trace_words
-from .words import words as words_of
+from ..trace.words import Words, trace_words
+from ..trace.words import words as words_of
 
 NO_STEPS = "n/a (no step ranges)"
 NO_DEVICE = "n/a (no device work: a CPU capture)"

@@ -10,7 +10,7 @@ from .. import textfmt as fmt
 from ..analysis.per_step import TIME_CHANGE, TIME_CHANGE_NS, describe, labels
 from .inputs import Sweep
 from .model import AlignGroup, Code, Table, listing
-from .words import Words
+from ..trace.words import Words
 
 # A range counts as changed when its kernel count differs in any layer, or when its GPU time
 # per step, summed over layers, moved by the diff's rule (analysis.diff.time_moved).
@@ -116,16 +116,6 @@ def range_times(d, names: list[str], words: Words) -> Table | None:
                       f"{words.time} moved by at least {TIME_CHANGE:.0%} (and {TIME_CHANGE_NS / 1000:g} {fmt.MICRO}).")
 
 
-def _runs(names: list[str]) -> list[tuple[str, int]]:
-    out: list[list] = []
-    for n in names:
-        if out and out[-1][0] == n:
-            out[-1][1] += 1
-        else:
-            out.append([n, 1])
-    return [(n, c) for n, c in out]
-
-
 def alignments(d, names: list[str]) -> tuple[list[AlignGroup], int]:
     r = ranges_view(d)
     r = r[(r["status"] == "both") & r["name"].astype(str).isin(names)]
@@ -134,7 +124,7 @@ def alignments(d, names: list[str]) -> tuple[list[AlignGroup], int]:
         al = d.alignments.get(row.range)
         if al is None or not (al.removed or al.added):
             continue
-        ops = tuple((op, n, c) for op, ks in al.ops for n, c in _runs(list(ks)))
+        ops = tuple(al.runs())
         groups.setdefault((str(row.name), ops), []).append((int(row.layer), str(row.range)))
     out = []
     for (name, ops), members in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[1][0][0], kv[1][0][1])):

@@ -59,6 +59,30 @@ def phases(meta: dict) -> dict[str, dict]:
     return out
 
 
+# What one sample is for a decode step timed from the trace itself.
+_FROM_TRACE = "per step, from the trace"
+
+
+def phases_of(traces: list) -> list[dict[str, dict]]:
+    """:func:`phases` of each trace; where none of them recorded a decode step (captures the
+    workbench did not time), each one's decode steps timed from the trace itself
+    (:func:`workbench.analysis.inferred.timing.step_times`, as the diff compares them), the
+    cell saying so. Never mixed: a recorded time is not set against a traced one."""
+    out = [phases(t.meta) for t in traces]
+    if any("decode step" in p for p in out):
+        return out
+    from ..analysis.inferred.timing import METRIC, step_times
+
+    for p, t in zip(out, traces):
+        st = step_times(t)
+        if st is not None and st.samples:
+            s = sorted(st.samples)
+            p["decode step"] = {"median": s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2,
+                                "min": s[0], "max": s[-1], "n": len(s), "samples": list(st.samples),
+                                "what": _FROM_TRACE, "metric": METRIC}
+    return out
+
+
 def names(all_phases: list[dict]) -> list[str]:
     """Every phase any trace timed, prefill and decode step first."""
     return list(ORDER) + sorted({p for ph in all_phases for p in ph} - set(ORDER))
@@ -117,8 +141,10 @@ def stat_cell(s: dict | None) -> str:
         return NOT_TIMED
     mid, lo, hi = float(s["median"]), float(s.get("min", s["median"])), float(s.get("max", s["median"]))
     n = s.get("n")
-    what = "step" if s.get("what") == "per step" else "run"
+    what = "step" if str(s.get("what", "")).startswith("per step") else "run"
     runs = f"{n} {what}{'s' if n != 1 else ''}" if isinstance(n, int) else ""
+    if s.get("what") == _FROM_TRACE:
+        runs += ", from the trace"
     if lo == hi == mid:  # one sample (or all equal): no spread to show
         return f"{fmt.ms(mid)} ms ({runs})" if runs else f"{fmt.ms(mid)} ms"
     return f"{fmt.ms(mid)} ms ({fmt.ms(lo)}–{fmt.ms(hi)}{', ' + runs if runs else ''})"

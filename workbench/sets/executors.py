@@ -60,12 +60,14 @@ class Executor:
         the default in a Ray worker, which outlives it and runs other work. ``options``: an
         :class:`~workbench.trace.ImportOptions` (imported here: the command line builds its
         parser from this module without loading the trace layer)."""
-        from ..trace.options import ImportOptions, available_cpus
+        from dataclasses import replace
+
+        from ..trace.options import available_cpus
 
         if self.kind == "ray":
-            return ImportOptions(threads=1)
+            return replace(options, threads=1, memory="default")
         share = max(1, available_cpus() // self.processes(tasks))
-        return ImportOptions(threads=min(share, options.threads or share), memory=options.memory)
+        return replace(options, threads=min(share, options.threads or share))
 
     def map(self, fn: Callable, args: Sequence[tuple]) -> list:
         """``fn(*a)`` for each ``a`` of ``args``, results in that order. A task's

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 from pathlib import Path
 
 from ..errors import WorkbenchError
+from ..textfmt import natural_key
 from .executors import Executor, executor as as_executor
 from ..trace.manifest import CAPTURE, COUNTS, DISTRIBUTED, ENV, NAME, SET, SOURCE, section, work_units
 from ..trace.options import DEFAULT, ImportOptions
@@ -70,13 +70,13 @@ def expand(files) -> list[Path]:
     for f in files:
         text = os.fspath(f)
         if glob.has_magic(text) and not Path(text).exists():
-            found = sorted(glob.glob(text), key=_natural)
+            found = sorted(glob.glob(text), key=natural_key)
             if not found:
                 raise WorkbenchError(text, "no file matches this pattern")
             out += [Path(p) for p in found]
         elif Path(text).is_dir() and not is_trace_dir(Path(text)):
             inside = sorted((p for p in Path(text).iterdir() if not p.name.startswith(".")
-                             and (p.is_file() or is_trace_dir(p))), key=lambda p: _natural(p.name))
+                             and (p.is_file() or is_trace_dir(p))), key=lambda p: natural_key(p.name))
             if not inside:
                 raise WorkbenchError(text, "the folder holds no files or stored traces")
             out += inside
@@ -90,10 +90,6 @@ def expand(files) -> list[Path]:
     if not unique:
         raise WorkbenchError("trace set", "no files given")
     return unique
-
-
-def _natural(text: str) -> list:
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
 
 
 def import_member(src: str, tmp: str, index: int, split: str, threads: int | None, memory: str) -> list[dict]:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from ..errors import WorkbenchError
 from ..trace.store.layout import SET_MANIFEST, check_name, default_root, is_trace_dir, list_traces
-from ..trace.store.write import TMP_PREFIX, publish_dir, sweep_unfinished, dump_manifest
+from ..trace.manifest import STORED_AT
+from ..trace.store.write import TMP_PREFIX, dump_manifest, publish_dir, stored_now, sweep_unfinished
 
 SET_FORMAT = 1
 # What each member is in the job: its rank, its rank on its host, the host, the run it is a
@@ -43,6 +44,27 @@ def list_sets(root: str | os.PathLike | None = None) -> list[str]:
         if is_set_dir(p):
             names.append(p.name)
     return sorted(names)
+
+
+def set_rows(root: str | os.PathLike | None = None) -> list[dict]:
+    """A row per stored set, as ``trace.store.listing`` gives a trace's: kind ``set``, its
+    members' size together, and the job's command line or the files it was imported from."""
+    from ..trace.store.listing import stored_row
+
+    root = Path(root) if root is not None else default_root()
+    rows = []
+    for name in list_sets(root):
+        try:
+            meta = json.loads((root / name / SET_MANIFEST).read_text())
+        except (OSError, UnicodeDecodeError, ValueError):  # listed all the same, with what is known
+            meta = {}
+        meta = meta if isinstance(meta, dict) else {}
+        line = (meta.get("capture") or {}).get("command_line") if isinstance(meta.get("capture"), dict) else None
+        files = [Path(str(s)).name for s in meta.get("sources") or []] if isinstance(meta.get("sources"), list) else []
+        source = str(line) if line else f"import {files[0]}" + (f" +{len(files) - 1} more" if len(files) > 1 else "") \
+            if files else ""
+        rows.append(stored_row(root / name, meta, kind="set", source=source))
+    return rows
 
 
 def set_dir(name: str, root: str | os.PathLike | None = None) -> Path:
@@ -93,10 +115,13 @@ def new_set_dir(name: str, root: str | os.PathLike | None, overwrite: bool) -> t
     root = Path(root) if root is not None else default_root()
     final = root / name
     if is_trace_dir(final):
-        raise WorkbenchError(final, "a trace with this name exists (choose another --set NAME)")
+        raise WorkbenchError(final, "a trace with this name exists (choose another name)",
+                             cli_problem="a trace with this name exists (choose another --set NAME)")
     if final.exists() and not overwrite:
-        raise WorkbenchError(final, "a trace set with this name exists (choose another --set NAME, or replace it with "
-                                    "--force)")
+        raise WorkbenchError(final, "a trace set with this name exists (choose another name, or pass overwrite=True "
+                                    "to replace it)",
+                             cli_problem="a trace set with this name exists (choose another --set NAME, or replace "
+                                         "it with --force)")
     try:
         root.mkdir(parents=True, exist_ok=True)
         sweep_unfinished(root)
@@ -110,7 +135,7 @@ def publish_set(tmp: Path, final: Path, meta: dict, overwrite: bool) -> Path:
     with the old set where ``overwrite``); ``tmp`` is removed if that fails."""
     try:
         with open(tmp / SET_MANIFEST, "w") as fh:
-            dump_manifest({**meta, "format_version": SET_FORMAT, "name": final.name}, fh)
+            dump_manifest({**meta, "format_version": SET_FORMAT, "name": final.name, STORED_AT: stored_now()}, fh)
         publish_dir(tmp, final, overwrite)
     except OSError as e:
         discard(tmp)

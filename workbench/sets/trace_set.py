@@ -31,7 +31,8 @@ _FIRST = ("member", "rank", "local_rank", "host", "run_id", "variant", "source")
 class TraceSet:
     """A stored trace set: ``name``, ``path``, ``meta`` (its ``set.json``), ``members`` (one
     row per member: name, roles, source, work units, directory) and the :class:`Executor`
-    its per-member work runs on (``executor``, replaceable)."""
+    its per-member work runs on (``executor``, replaceable). It and the tables its methods
+    return (DataFrames: :class:`~workbench.trace.display.Table`\ s) show formatted in a notebook."""
 
     def __init__(self, path: Path, meta: dict, executor: Executor):
         # Absolute: a task may run in another working directory (a Ray worker's).
@@ -43,8 +44,18 @@ class TraceSet:
         self.members = pd.DataFrame(rows, columns=first + sorted({c for r in rows for c in r} - set(first)))
         self._memo: dict = {}
 
+    def _repr_html_(self) -> str:
+        """In a notebook: its headline, where it is stored and its members (:mod:`.set_display`)."""
+        from ..trace.display import page_html
+        from .set_display import set_page
+
+        return page_html(*set_page(self))
+
     def __repr__(self) -> str:
-        return f"TraceSet({self.name!r}, {len(self.members)} members, ranks {sorted(set(self.members['rank']))})"
+        from ..trace.display import page_text
+        from .set_display import set_page
+
+        return page_text(*set_page(self))
 
     def roles(self) -> list[dict]:
         """Per member, the roles that tell it apart in merged tables: its ``rank``, and its
@@ -74,17 +85,19 @@ class TraceSet:
         how many steps it was the straggler (:func:`analysis.ranks.overview`)."""
         from ..analysis.ranks import overview, per_rank
         from ..analysis.tables import BY
+        from .set_display import summary_table
 
         parts = [p for p in by.split(",") if p]
         if parts[:1] == ["rank"]:
             parts = parts[1:]
         if not parts:
             t = self._tables()
-            return overview(per_rank(list(zip(self.roles(), t["totals"]))), self.steps())
+            return summary_table(self, "rank", overview(per_rank(list(zip(self.roles(), t["totals"]))), self.steps()))
         if len(parts) != 1 or parts[0] not in BY:
             raise WorkbenchError(by, "unknown grouping of a trace set; choose rank, or rank,X with X one of "
                                      + ", ".join(BY))
-        return per_rank(list(zip(self.roles(), self._each(summary_task, parts[0], layer_regex))))
+        return summary_table(self, parts[0], per_rank(list(zip(self.roles(), self._each(summary_task, parts[0],
+                                                                                           layer_regex)))))
 
     def _tables(self, collective_regex: str | None = None, layer_regex: str | None = None) -> dict[str, list]:
         """Each member's ``analysis.ranks.rank_tables``, by table, worked out once per regexes."""
@@ -98,20 +111,25 @@ class TraceSet:
         """Per member and decode step: wall, busy, collective and own time, the collectives'
         share (:func:`analysis.ranks.rank_steps`)."""
         from ..analysis.ranks import per_rank
+        from .set_display import titled
 
-        return per_rank(list(zip(self.roles(), self._tables(collective_regex)["steps"])))
+        return titled(per_rank(list(zip(self.roles(), self._tables(collective_regex)["steps"]))),
+                      f"{self.name}: per rank and decode step, wall, busy, collective and own time")
 
     def stragglers(self, collective_regex: str | None = None) -> pd.DataFrame:
         """Per step: the rank the others waited for (:func:`analysis.ranks.stragglers`)."""
         from ..analysis.ranks import stragglers
+        from .set_display import stragglers_table
 
-        return stragglers(self.steps(collective_regex))
+        return stragglers_table(self, stragglers(self.steps(collective_regex)))
 
     def collectives(self, collective_regex: str | None = None, layer_regex: str | None = None) -> pd.DataFrame:
         """Per member, layer and step: collectives, their time, their share of the step."""
         from ..analysis.ranks import per_rank
+        from .set_display import titled
 
-        return per_rank(list(zip(self.roles(), self._tables(collective_regex, layer_regex)["collectives"])))
+        return titled(per_rank(list(zip(self.roles(), self._tables(collective_regex, layer_regex)["collectives"]))),
+                      f"{self.name}: collectives per rank, layer and step, their time and share of the step")
 
     def sql(self, query: str) -> pd.DataFrame:
         """DuckDB SQL over every member at once (:func:`trace.set_sql.set_sql`): the tables
@@ -128,9 +146,12 @@ class TraceSet:
         a, b = self._by_rank(), other._by_rank()
         both = sorted(set(a) & set(b))
         found = dict(zip(both, self.executor.map(diff_task, [(a[r], b[r], layer_regex) for r in both])))
+        from .set_display import titled
+
         rows = [{"rank": r, "status": "both", **found[r]} if r in found else
                 {"rank": r, "status": "only_a" if r in a else "only_b"} for r in sorted(set(a) | set(b))]
-        return pd.DataFrame(rows)
+        return titled(pd.DataFrame(rows), f"{self.name} \u2192 {other.name}: rank against rank (ranks with changed "
+                                          "ranges highlighted)")
 
     def _by_rank(self) -> dict[int, str]:
         if self.members["rank"].duplicated().any():

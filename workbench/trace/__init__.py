@@ -3,7 +3,8 @@
 ``import_file(path)`` reads any supported capture (chosen by content), ``open_trace(src)``
 also accepts a stored trace's name or directory, ``save(trace, name)`` stores one atomically,
 ``export_chrome(trace, path)`` writes one as a Chrome / Perfetto trace JSON.
-``ImportOptions`` says how an import may use the machine (threads, memory policy).
+``ImportOptions`` says how an import may use the machine (threads, memory policy); ``words``
+names what a trace counts (kernels, or CPU ops) for every view that words it.
 """
 
 from __future__ import annotations

@@ -10,9 +10,12 @@ sections of :data:`SECTIONS`, each written by one stage of the loop:
   ``timing`` (trtexec's per-iteration latencies);
 * assembling the tables (``trace/assemble``): ``attribution`` (work units and their time by
   how they were attributed to ranges), ``graph_kernels`` (CUDA-graph kernels) and ``compiled``
-  (kernels of torch.compile'd code matched to the compiler's call sites, ``trace/compiled.py``);
+  (kernels of torch.compile'd code matched to the compiler's call sites, ``trace/compiled.py``)
+  and ``inferred`` (steps and layers found in the kernel stream of an uninstrumented trace,
+  ``trace/inferred``);
 * the store (``trace/store``): ``name``, ``format_version``, ``counts`` (rows per table),
-  ``content_sha256`` (the tables' identity) and ``raw`` (the original capture kept beside);
+  ``content_sha256`` (the tables' identity), ``stored_at`` (when) and ``raw`` (the original
+  capture kept beside);
 * a workbench capture (``capturing``): ``capture`` (how: kind, backend, device, workload,
   variant, engine, command, settings), ``env``, ``timing`` (per phase: median, min, max, n,
   samples) and ``outputs`` (what it computed); a rank of a multi-rank capture or a member of
@@ -45,6 +48,7 @@ SECTIONS: dict[str, str] = {
     "attribution": "work units, their time and their CUDA-graph ones by status: range, no_range, no_launch",
     "graph_kernels": "CUDA-graph kernels: how many, under their capture-time ranges, in compiled modules, a note",
     "compiled": "compiled code: graphs and call sites the compiler recorded, runs and kernels matched, a note",
+    "inferred": "steps and layers found in the kernel stream: steps, kernels_per_step, layers, confidence, rests_on, applied",
     "capture": "how the workbench captured it: kind, backend, device, workload, variant, engine, command, ...",
     "timing": "the capture's timing: its timer, and per phase (decode_step_ms, call_ms, ...) median/min/max/n/samples",
     "timing_bench": "the timing a `workbench bench --store` measured (variants interleaved), preferred to timing",
@@ -56,6 +60,7 @@ SECTIONS: dict[str, str] = {
     "format_version": "the store layout the tables were written in (store.layout.FORMAT_VERSION)",
     "counts": "rows per table: kernels, ranges, api, memcpy, memset",
     "content_sha256": "the SHA-256 of the stored tables: the trace's identity (store.layout.content_hash)",
+    "stored_at": "when the store wrote the trace, UTC, ISO 8601 to the second (workbench list shows it)",
     "workload": "read only: the workload's name, in manifests older than capture.workload",
     "variant": "read only: the variant, in manifests older than capture.variant",
     "gaps": "read only: what the capture could not do, listed in a report (also read under capture)",
@@ -68,6 +73,7 @@ SOURCE, ENV, DISTRIBUTED, TENSORRT = "source", "env", "distributed", "tensorrt"
 ATTRIBUTION, GRAPH_KERNELS, CAPTURE, TIMING = "attribution", "graph_kernels", "capture", "timing"
 TIMING_BENCH, OUTPUTS, SET, ANALYSIS = "timing_bench", "outputs", "set", "analysis"
 NAME, COUNTS, CONTENT_SHA256, COMPILED = "name", "counts", "content_sha256", "compiled"
+INFERRED, STORED_AT = "inferred", "stored_at"
 
 
 def _found(meta, name: str) -> Mapping | None:
@@ -174,6 +180,22 @@ def graph_note(meta) -> str | None:
            "it inside the recorded window (nsys --cuda-graph-trace=node), with ranges open around it")
     head = f"{n} CUDA-graph kernels: " + ", ".join(parts) + f", {rest}" if parts else f"{n} CUDA-graph kernels"
     return f"{head} only under the range around their graph launch ({why})"
+
+
+def inferred_note(meta) -> str | None:
+    """What the trace's inferred steps and layers rest on, in a line (None: none were searched
+    for, the trace had ranges): the ranges ``step_<i>`` / ``inferred_layer_<NN>`` of domain ``inferred``
+    (``trace/inferred``), or why none were added."""
+    info = section(meta, INFERRED)
+    if not info:
+        return None
+    what = (f"{info.get('steps')} steps of {info.get('kernels_per_step')} kernels, {info.get('layers')} layers "
+            f"of {info.get('kernels_per_layer')} kernels (confidence {info.get('confidence')})")
+    if info.get("applied"):
+        return (f"steps and layers INFERRED from the kernel stream (the trace has no ranges around its kernels): "
+                f"{what}; rests on {info.get('rests_on')}; `--layers N` on import gives the search a hint")
+    return (f"no steps or layers inferred from the kernel stream: the best reading, {what}, is too unsure "
+            f"(rests on {info.get('rests_on')}); add NVTX ranges, or re-import with --layers N")
 
 
 _INTERPRETER = "triton-interpreter"

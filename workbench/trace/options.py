@@ -28,16 +28,23 @@ class ImportOptions:
     operating system at once (process-wide and for the rest of the process: glibc's mmap
     threshold and Arrow's system pool), which lowers the peak of big nsys imports; meant for
     a process that does imports, such as the CLI, not for a library call in someone's kernel.
+    ``infer``: where almost no kernel is in a range (an engine nobody instrumented), put the
+    decode steps and layers found in the kernel stream in the trace as ranges labelled inferred
+    (:mod:`.inferred`); ``layers``: the layers a step is expected to hold, a hint to that search.
     """
 
     threads: int | None = None
     memory: str = "default"
+    infer: bool = True
+    layers: int | None = None
 
     def __post_init__(self):
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
             raise ValueError(f"ImportOptions.threads: expected a positive integer or None, got {self.threads!r}")
         if self.memory not in MEMORY_POLICIES:
             raise ValueError(f"ImportOptions.memory: expected one of {', '.join(MEMORY_POLICIES)}, got {self.memory!r}")
+        if self.layers is not None and (not isinstance(self.layers, int) or self.layers < 1):
+            raise ValueError(f"ImportOptions.layers: expected a positive integer or None, got {self.layers!r}")
 
     def workers(self, wanted: int | None = None) -> int:
         """Threads for a step that could use ``wanted`` (None: as many as allowed)."""

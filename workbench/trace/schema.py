@@ -167,9 +167,18 @@ class Trace:
                 con.register(view_name, df)
             return run_query(con, query, self.label)
 
+    def _repr_html_(self) -> str:
+        """In a notebook: what it holds and where it came from (:mod:`.card`), from the manifest."""
+        from .card import trace_page
+        from .display import page_html
+
+        return page_html(*trace_page(self))
+
     def __repr__(self) -> str:
-        counts = ", ".join(f"{t}={self.rows(t)}" for t in TABLES)
-        return f"Trace({self.label!r}, {counts})"
+        from .card import trace_page
+        from .display import page_text
+
+        return page_text(*trace_page(self))
 
 
 # How a kernel was attributed: in a range, launched outside every range, no launch record.

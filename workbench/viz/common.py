@@ -5,7 +5,7 @@ Figures are deterministic: inputs are sorted, no random ids, so a regenerated re
 byte-identical (pass a fixed ``div_id`` to ``fig.to_html`` for that). Trace-supplied names are
 HTML-escaped before they reach plotly's text rendering (which understands a subset of HTML).
 Counts and times from a diff are per step. A duration is written with its unit (``fmt_ns``:
-``22.0 µs``, ``1.23 ms``); a time axis is in µs, ms or s by its largest value (``time_unit``).
+``22.0 µs``, ``1.23 ms``); a time axis is in µs, ms or s by its largest value (``textfmt.time_unit``, as tables).
 
 Legends are vertical, right of the plot, with whole names wrapped onto several lines, and a
 figure is made tall enough for its whole legend: plotly widens the right margin to fit a
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..textfmt import num
+from ..textfmt import num, time_unit  # noqa: F401  (time_unit: figures take it from here)
 from ..trace.manifest import work_units
 from ..trace.schema import Trace
 
@@ -33,6 +33,7 @@ LEGEND_WRAP = 34       # characters per legend line
 TITLE_WRAP = 90        # characters per title line
 _LINE_PX = 19          # height of one legend line at FONT's size
 _TITLE_PX = 24         # height of one title line (plotly draws titles 1.4 times the font)
+_TITLE_TOP = 32        # from the figure's top to the bottom of the title's first line
 _MARGIN = dict(l=70, r=30, t=20, b=60)
 # Legends list entries in trace order, stacked bars too (plotly reverses those by default):
 # the base / the emphasised come first.
@@ -43,13 +44,17 @@ SIDE_LEGEND = dict(orientation="v", x=1.02, xanchor="left", y=1.0, yanchor="top"
 class Units:
     """How a figure names its work units and their time. GPU traces count kernels on streams;
     a CPU-only trace (``meta["source"]["work_units"] == "cpu_op"``) counts CPU ops on
-    threads, and a figure of it must not say "GPU"."""
+    threads, and a figure of it must not say "GPU"; a TensorRT engine profile (trtexec) has
+    engine layers, timed per inference, and no steps."""
 
     work: str       # one unit of work
     works: str      # several
     time: str       # their summed duration
     lane: str       # what runs them, one timeline row each
     issued: str     # what a step does with them
+    step: str = "step"                 # what per-step numbers are per
+    decode_step: str = "decode step"   # what a diff's per-step numbers are per
+    range: str = "range"               # a named part of the trace (a diff matches them)
 
     @property
     def other(self) -> str:
@@ -62,8 +67,10 @@ class Units:
 
 GPU = Units("kernel", "kernels", "GPU time", "GPU stream", "kernels launched")
 CPU = Units("CPU op", "CPU ops", "CPU time", "thread", "CPU ops run")
-# A TensorRT engine profile (trtexec): one work unit per engine layer, timed by the profile.
-TRT = Units("layer", "layers", "layer time (profile)", "engine", "layers run")
+# A TensorRT engine profile (trtexec): one work unit per engine layer, its GPU time the profile's
+# average over the profiled inferences; the trace has one "step", an inference.
+TRT = Units("engine layer", "engine layers", "GPU time", "engine", "engine layers run", step="inference",
+            decode_step="inference", range="engine layer")
 MIXED = Units("kernel or CPU op", "kernels or CPU ops", "time", "stream or thread", "kernels or CPU ops")
 _BY_KIND = {"kernel": GPU, "cpu_op": CPU, "trt_layer": TRT}
 
@@ -178,13 +185,23 @@ def fmt_ns(ns) -> str:
     return f"{v:.0f} {unit}" if abs(v) >= 99.95 else f"{v:.1f} {unit}" if abs(v) >= 9.995 else f"{v:.2f} {unit}"
 
 
-def time_unit(max_ns: float) -> tuple[float, str]:
-    """``(divisor, unit)`` for an axis whose largest value is ``max_ns``: µs up to 10 ms, then
-    ms up to 10 s, then s (tick labels keep at most four digits)."""
-    m = abs(float(max_ns or 0))
-    if m >= 1e10:
-        return 1e9, "s"
-    return (1e6, "ms") if m >= 1e7 else (1e3, "\u00b5s")
+def row_ticks(names, width: int = 30, max_lines: int = 2) -> list[str]:
+    """The tick texts of horizontal bars' rows: each name wrapped (cut past ``max_lines``, the
+    hover has it whole), beside its bars: long names never rotate into another panel."""
+    return [wrap(n, width, max_lines) for n in names]
+
+
+def row_axes(fig, ticks: list[str], **kw) -> None:
+    """Rows by position (two names that wrap alike stay two rows), the first on top."""
+    fig.update_yaxes(tickmode="array", tickvals=list(range(len(ticks))), ticktext=ticks, autorange="reversed",
+                     automargin=True, **kw)
+
+
+def rows_height(ticks: list[str], per_row: int = 30, least: int = 300) -> int:
+    """A figure height that gives each row ``per_row`` pixels, and at least room for the
+    longest name's lines (rows are spaced evenly: the tallest name sets the spacing)."""
+    per_row = max(per_row, 17 * max((n_lines(t) for t in ticks), default=1) + 4)
+    return max(least, 150 + per_row * len(ticks))
 
 
 def legend_height(entries, title: bool = True) -> int:
@@ -198,8 +215,10 @@ def layout(fig, title: str, **kw) -> None:
     fits the plot (``height``) and the whole legend (``legend_entries``: their texts). Bar
     labels that would not fit at a readable size are hidden (``uniformtext``), not shrunk."""
     title = wrap_title(title)
-    # The title sits on the plot area (paper y=1, anchored at its bottom, its lines going up)
-    # in a top margin made for its lines; ``extra_top`` lifts it over subplot titles. (Not
+    # The title hangs from the figure's top in a top margin made for its lines; ``extra_top``
+    # keeps it off subplot titles. Plotly anchors a title by its first line and stacks the others
+    # below it, so the anchor is the first line's bottom, ``_TITLE_TOP`` from the top (in pixels
+    # of the whole figure: not the plot area's, which tick labels' automargin changes). (Not
     # plotly's title automargin: its relayout leaves bars where the old margin put them.)
     margin = dict(_MARGIN, **kw.pop("margin", {}))
     pad = 10 + kw.pop("extra_top", 0)
@@ -209,8 +228,8 @@ def layout(fig, title: str, **kw) -> None:
     height = max(kw.pop("height", HEIGHT), legend_height(entries, bool(legend.get("title_text"))) + margin["t"]
                  + margin["b"])
     fig.update_layout(
-        title=dict(text=title, x=0.01, xanchor="left", xref="container", y=1.0, yanchor="bottom", yref="paper",
-                   pad=dict(b=pad)),
+        title=dict(text=title, x=0.01, xanchor="left", xref="container", y=1 - _TITLE_TOP / height, yanchor="bottom",
+                   yref="container"),
         font=FONT, template="plotly_white", height=height, margin=margin, legend=legend,
         hoverlabel=dict(namelength=-1, align="left"), uniformtext=kw.pop("uniformtext", dict(minsize=10, mode="hide")),
         **kw,

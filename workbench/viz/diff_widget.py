@@ -15,12 +15,14 @@ from pathlib import Path
 import ipywidgets as widgets
 
 from ..analysis.diff import TraceDiff, diff
+from ..analysis.inferred.timing import source
+from ..analysis.per_step import time_moved
 from ..analysis.projection import NO_LAUNCH, NO_RANGE
-from ..textfmt import num, us
+from ..textfmt import natural_key, num, pct, us
 from ..trace import Trace, list_traces
 from ..trace.store.catalog import traces_root
 from .colors import STATUS, STATUS_TEXT
-from .common import units
+from .common import TRT, fmt_ns, units
 from .diff_figures import diff_bars
 from .notebook import default_pair
 from .select import index
@@ -120,19 +122,19 @@ class TraceDiffWidget(widgets.VBox):
         return self._diffs[pair]
 
     def scope_options(self, d: TraceDiff) -> list[tuple[str, str]]:
-        opts = [("all layers", "all")]
+        u = units(d)
+        opts = [("every engine layer" if u is TRT else "all layers", "all")]
         steps = d.per_step()  # a layer's numbers are per decode step: prefill is not added in
-        works = units(d).works
         for layer in sorted(int(x) for x in steps["layer"].unique() if x >= 0):
             sub = steps[steps["layer"] == layer]
-            opts.append((f"layer {layer}  ({works}/decode step {num(sub['kernels_a'].sum())} \u2192 "
+            opts.append((f"layer {layer}  ({u.works} per {u.decode_step} {num(sub['kernels_a'].sum())} \u2192 "
                          f"{num(sub['kernels_b'].sum())})", f"layer:{layer}"))
         ranges = d.ranges
         if len(ranges) > self.max_ranges:  # a long dropdown is unusable: the ranges that changed most
             order = ranges.assign(_w=ranges["delta_gpu_time_ns"].abs()).sort_values(["_w", "range"], ascending=[False, True],
                                                                                      kind="stable")
             ranges = order.head(self.max_ranges)
-        for r in ranges.sort_values("range", kind="stable").itertuples():
+        for r in sorted(ranges.itertuples(), key=lambda r: natural_key(r.range)):
             tag = {"only_a": "  [only in A]", "only_b": "  [only in B]"}.get(r.status, "")
             opts.append((f"{r.range}  ({num(r.kernels_a)} \u2192 {num(r.kernels_b)}){tag}", f"range:{r.range}"))
         return opts
@@ -188,10 +190,14 @@ class TraceDiffWidget(widgets.VBox):
             return
         t = d.totals
         u = units(d)
-        head = (f"<div class='wb-summary'><b>A</b> {_e(d.a)} \u2192 <b>B</b> {_e(d.b)}: {u.works}/decode step "
-                f"<b>{num(t['kernels_per_step_a'])} \u2192 {num(t['kernels_per_step_b'])}</b>, {u.time}/decode step "
-                f"<b>{us(t['gpu_time_per_step_ns_a'])} \u2192 {us(t['gpu_time_per_step_ns_b'])}</b> "
-                f"({t['steps_a']} vs {t['steps_b']} captured decode steps; {d.common} ranges in common)</div>")
+        steps = "" if u is TRT else f"{t['steps_a']} vs {t['steps_b']} captured decode steps; "
+        head = (f"<div class='wb-summary'><b>A</b> {_e(d.a)} \u2192 <b>B</b> {_e(d.b)}: {u.works} per {u.decode_step} "
+                f"<b>{num(t['kernels_per_step_a'])} \u2192 {num(t['kernels_per_step_b'])}</b>, {u.time} per "
+                f"{u.decode_step} <b>{us(t['gpu_time_per_step_ns_a'])} \u2192 {us(t['gpu_time_per_step_ns_b'])}</b> "
+                f"({steps}{d.common} {u.range}s in common)</div>")
+        for c in d.timing:  # recorded timing, else the decode steps timed from the traces
+            where = source(c)
+            head += f"<div class='wb-timing'>{_e(c.line())}{f' <i>[{_e(where)}]</i>' if where else ''}</div>"
         if none := d.nothing_in_common():
             head += f"<div style='color:{STATUS_TEXT['removed']}'>{_e(none[0].upper() + none[1:])}.</div>"
         self.summary.value = head
@@ -212,6 +218,53 @@ class TraceDiffWidget(widgets.VBox):
         show(self.bars, fig)
         self.table.value = self._alignments_html(d, v)
 
+    def _precisions(self) -> tuple[dict, dict] | None:
+        """Per side, a TensorRT engine's layer name -> precision; None for other traces."""
+        if units(self.diff) is not TRT:
+            return None
+        from ..analysis.trt_layers import engine_layers
+
+        out = []
+        for key in (self.a_select.value, self.b_select.value):
+            layers = engine_layers(self._trace(key))
+            out.append(dict(zip(layers["name"].astype(str), layers["precision"].astype(str))))
+        return out[0], out[1]
+
+    @staticmethod
+    def _change(d: TraceDiff, row, precisions) -> tuple:
+        """What kind of change a range had: the kernels its alignment removed and added; else
+        its kernels per step, its precision change (a TensorRT layer) and which way its time
+        moved (0: it did not). Ranges of one kind are listed together."""
+        al = d.alignments.get(row.range)
+        if al is not None and (al.removed or al.added):
+            return ("kernels", tuple((op, tuple(ks)) for op, ks in al.ops))
+        prec = None
+        if precisions is not None:
+            pa, pb = precisions[0].get(str(row.name), ""), precisions[1].get(str(row.name), "")
+            prec = (pa, pb) if pa != pb else None
+        a, b = float(row.gpu_time_ns_a), float(row.gpu_time_ns_b)
+        sign = ((b > a) - (b < a)) if bool(time_moved(a, b)) else 0
+        return ("same", float(row.kernels_a), float(row.kernels_b), prec, sign)
+
+    @staticmethod
+    def _describe(d: TraceDiff, rows: list, kind: tuple) -> str:
+        """What changed in the ranges ``rows`` of one kind (:meth:`_change`): the kernels removed
+        and added, else the precision and the time where they moved (the mean over the ranges);
+        "unchanged" only when nothing did."""
+        if kind[0] == "kernels":
+            return d.alignments[rows[0].range].describe()
+        u = units(d)
+        _, _, _, prec, sign = kind
+        parts = [] if u is TRT else [f"same {u.works}"]  # a TensorRT range is one layer
+        if prec:
+            parts.append(f"precision {prec[0] or '?'} \u2192 {prec[1] or '?'}")
+        if sign:
+            ta = sum(float(r.gpu_time_ns_a) for r in rows) / len(rows)
+            tb = sum(float(r.gpu_time_ns_b) for r in rows) / len(rows)
+            each = " each on average" if len(rows) > 1 else ""
+            parts.append(f"{u.time} {fmt_ns(ta)} \u2192 {fmt_ns(tb)}{each} ({pct(tb, ta)})")
+        return ", ".join(parts) if prec or sign else "unchanged"
+
     def _alignments_html(self, d: TraceDiff, v: str) -> str:
         r = d.per_step()
         r = r[r["status"] == "both"]
@@ -225,32 +278,39 @@ class TraceDiffWidget(widgets.VBox):
                 return f"<div>{_e(key)} exists only in {side}: nothing to align.</div>"
         if not len(r):
             return "<div>No range in common: nothing to align.</div>"
+        u = units(d)
+        precisions = self._precisions()
         parts = []
         if v == "all":
-            # Ranges with the same aligned sequences (every layer's kv_write) are shown once.
-            changed = r[(r["kernels_a"] != r["kernels_b"])]
+            # The ranges whose kernels changed; where none did, those whose time (or precision)
+            # moved, largest move first; ranges with the same aligned sequences and the same
+            # change (every layer's kv_write) are shown once.
+            changed = r[r["kernels_a"] != r["kernels_b"]]
             if not len(changed):
-                changed = r
+                changed = r[r["changed"] != ""] if (r["changed"] != "").any() else r
             groups: dict[tuple, list] = {}
-            for row in changed.sort_values("range", kind="stable").itertuples():
-                al = d.alignments.get(row.range)
-                sig = tuple((op, tuple(ks)) for op, ks in al.ops) if al else ()
-                groups.setdefault(sig, []).append(row)
-            ordered = sorted(groups.values(), key=lambda rows: (-abs(sum(x.delta_kernels for x in rows)), rows[0].range))
-            for rows in ordered[: self.max_groups]:
+            for row in sorted(changed.itertuples(), key=lambda x: natural_key(x.range)):
+                groups.setdefault(self._change(d, row, precisions), []).append(row)
+            ordered = sorted(groups.items(), key=lambda g: (-abs(sum(x.delta_kernels for x in g[1])),
+                                                            -abs(sum(x.delta_gpu_time_ns for x in g[1])),
+                                                            natural_key(g[1][0].range)))
+            for kind, rows in ordered[: self.max_groups]:
                 first = rows[0]
                 al = d.alignments.get(first.range)
-                names = ", ".join(_e(str(x.range)) for x in rows[:6]) + (f", \u2026 ({len(rows)} ranges)" if len(rows) > 6 else "")
-                parts.append(f"<div style='margin-top:6px'><b>{names}</b>: {units(d).works}/decode step {num(first.kernels_a)} \u2192 "
-                             f"{num(first.kernels_b)} each; {_e(al.describe()) if al else ''}</div>")
+                names = ", ".join(_e(str(x.range)) for x in rows[:6]) + (f", \u2026 ({len(rows)} {u.range}s)"
+                                                                         if len(rows) > 6 else "")
+                parts.append(f"<div style='margin-top:6px'><b>{names}</b>: {u.works} per {u.decode_step} "
+                             f"{num(first.kernels_a)} \u2192 {num(first.kernels_b)} each; "
+                             f"{_e(self._describe(d, rows, kind))}</div>")
                 if al:
                     parts.append(alignment_table(al))
             if len(ordered) > self.max_groups:
                 parts.append(f"<div>\u2026 {len(ordered) - self.max_groups} more groups; pick a layer or range.</div>")
         else:
-            for row in r.sort_values("range", kind="stable").itertuples():
+            for row in sorted(r.itertuples(), key=lambda x: natural_key(x.range)):
                 al = d.alignments.get(row.range)
-                parts.append(range_header(row) + (f"<div style='color:#555'>{_e(al.describe())}</div>" if al else ""))
+                what = _e(self._describe(d, [row], self._change(d, row, precisions)))
+                parts.append(range_header(row, u) + f"<div style='color:#555'>{what}</div>")
                 if al:
                     parts.append(alignment_table(al))
         return _STYLE + "<div class='wb-alignments'>" + "".join(parts) + "</div>"

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..analysis.projection import project
 from ..analysis.steps import trace_steps_info
-from ..textfmt import num
+from ..textfmt import natural_key, num
 from .colors import SIDE, kernel_colors, range_colors, trace_presentation, variant_colors, variant_preset
 from .common import (
     OTHER_COLOR,
@@ -22,6 +22,10 @@ from .common import (
     labelled,
     last_part,
     layout,
+    n_lines,
+    row_axes,
+    row_ticks,
+    rows_height,
     time_unit,
     top_names,
     units,
@@ -44,13 +48,15 @@ def _changed(df: pd.DataFrame, a: str, b: str, other: str) -> set[str]:
 
 def range_composition(traces, metric: str = "gpu_time", per_step: bool = True, step_regex: str | None = None,
                       max_kernels: int = 15, max_ranges: int = 30, emphasis=None):
-    """What each range is made of: stacked bars per range name (innermost range, summed over
-    layers), one stack segment per kernel. With several traces the x axis groups the ranges
-    under each trace label, the first trace (the base) left, and the kernels that changed
-    between the first two traces are drawn in strong colours, the others muted (``emphasis``:
-    the kernels to stand out instead). ``metric``: ``gpu_time`` or ``kernels``. ``per_step``:
-    decode work per decode step (prefill left out), else everything captured."""
+    """What each range is made of: one row of stacked horizontal bars per range name
+    (innermost range, summed over layers; names in order, numbers read as numbers), one stack
+    segment per kernel. Several traces are panels side by side on one axis, the first (the
+    base) left, and the kernels that changed between the first two traces are drawn in strong
+    colours, the others muted (``emphasis``: the kernels to stand out instead). ``metric``:
+    ``gpu_time`` or ``kernels``. ``per_step``: decode work per decode step (prefill left
+    out), else everything captured."""
     import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
     if metric not in ("gpu_time", "kernels"):
         raise ValueError("metric must be 'gpu_time' or 'kernels'")
@@ -83,31 +89,35 @@ def range_composition(traces, metric: str = "gpu_time", per_step: bool = True, s
     colors = kernel_colors([k for k in df["kernel"].unique() if k != u.other], emphasis)
     div, unit = time_unit(df.groupby(["trace", "range"])["time_ns"].sum().max() if len(df) else 0)
     scale = (lambda v: v / div) if metric == "gpu_time" else float
-    # Every trace of the figure lists every (trace, range) category, in this order (missing
-    # ones as gaps): plotly orders categories as they first appear, so the base stays left.
-    cats = sorted({(lab, r) for lab, r in zip(df["trace"], df["range"])}, key=lambda x: (order.index(x[0]), x[1]))
-    multi = len(items) > 1
-    x = [[wrap(lab, 40, 2) for lab, _ in cats], [esc(r, 40) for _, r in cats]] if multi else [esc(r, 40) for _, r in cats]
-    fig = go.Figure()
-    per = " per step" if per_step else ""
+    names = sorted(set(df["range"]), key=lambda r: (r == OTHER_RANGES, natural_key(r)))
+    ticks = row_ticks(names)
+    heads = [wrap(lab, max(12, 60 // len(items)), 2) for lab in order] if len(items) > 1 else None
+    fig = make_subplots(rows=1, cols=len(items), shared_yaxes=True, shared_xaxes="all", horizontal_spacing=0.04,
+                        subplot_titles=heads)
+    per = f" per {u.step}" if per_step else ""
     for kname in list(colors) + ([u.other] if u.other in set(df["kernel"]) else []):
         sub = df[df["kernel"] == kname].set_index(["trace", "range"])
-        ys, cd = [], []
-        for lab, rng in cats:
-            row = sub.loc[(lab, rng)] if (lab, rng) in sub.index else None
-            ys.append(None if row is None else scale(row[col]))
-            cd.append(["", "", "", ""] if row is None else
-                      [esc(lab, 80), wrap(rng, 90), u.count(row["kernels"]), fmt_ns(row["time_ns"])])
-        fig.add_trace(go.Bar(
-            name=wrap(kname), x=x, y=ys, marker_color=colors.get(kname, OTHER_COLOR), customdata=cd,
-            hovertemplate=f"<b>{wrap(kname, 90)}</b><br>%{{customdata[1]}} (%{{customdata[0]}})<br>"
-                          f"%{{customdata[2]}}, %{{customdata[3]}}{per}<extra></extra>"))
+        for panel, lab in enumerate(order, start=1):
+            xs, cd = [], []
+            for rng in names:
+                row = sub.loc[(lab, rng)] if (lab, rng) in sub.index else None
+                xs.append(None if row is None else scale(row[col]))
+                cd.append(["", "", "", ""] if row is None else
+                          [esc(lab, 80), wrap(rng, 90), u.count(row["kernels"]), fmt_ns(row["time_ns"])])
+            fig.add_trace(go.Bar(
+                name=wrap(kname), orientation="h", y=list(range(len(names))), x=xs, legendgroup=kname,
+                showlegend=panel == 1, marker_color=colors.get(kname, OTHER_COLOR), customdata=cd,
+                hovertemplate=f"<b>{wrap(kname, 90)}</b><br>%{{customdata[1]}} (%{{customdata[0]}})<br>"
+                              f"%{{customdata[2]}}, %{{customdata[3]}}{per}<extra></extra>"), row=1, col=panel)
     what = f"{u.time}{per} ({unit})" if metric == "gpu_time" else u.works + per
     legend_title = u.work + ("<br><sub>strong: changed, muted: not</sub>" if set(emphasis) & set(colors) and
                              len(set(emphasis) & set(colors)) < len(colors) else "")
-    layout(fig, f"Range composition by {u.work}: {what}", barmode="stack", yaxis_title=what, height=480,
-           legend=dict(title_text=legend_title), legend_entries=[tr.name for tr in fig.data], margin=dict(b=90))
-    fig.update_xaxes(tickangle=-45 if len(cats) > 8 else 0, automargin=True)
+    layout(fig, f"Range composition by {u.work}: {what}", barmode="stack", height=rows_height(ticks, 26, 420),
+           extra_top=max(n_lines(h) for h in heads) * 20 if heads else 0, legend=dict(title_text=legend_title),
+           margin=dict(l=20),
+           legend_entries=[tr.name for tr in fig.data if tr.showlegend])
+    row_axes(fig, ticks)
+    fig.update_xaxes(title_text=what if len(items) == 1 else None, rangemode="tozero")
     return fig
 
 
@@ -133,8 +143,8 @@ def launches_per_step(traces, step_regex: str | None = None):
             customdata=[[fmt_ns(g), fmt_ns(w)] for g, w in zip(df["gpu_time_ns"], df["wall_ns"])],
             hovertemplate=f"%{{x}}: %{{y:,}} {u.works}<br>{u.time} %{{customdata[0]}}<br>"
                           f"wall %{{customdata[1]}}<extra>{esc(label, 60)}</extra>"))
-    layout(fig, f"{u.issued[:1].upper()}{u.issued[1:]} per step", barmode="group", yaxis_title=u.issued,
-           xaxis_title="step", legend_entries=[tr.name for tr in fig.data])
+    layout(fig, f"{u.issued[:1].upper()}{u.issued[1:]} per {u.step}", barmode="group", yaxis_title=u.issued,
+           xaxis_title=u.step, legend_entries=[tr.name for tr in fig.data])
     return fig
 
 
@@ -164,7 +174,7 @@ def summary_bars(trace, by: str = "range", metric: str = "gpu_time", top: int = 
         df = df.sort_values(["layer", "range"], kind="stable")
         xlab = {x: (f"layer {x}" if x >= 0 else "no layer") for x in sorted(df["layer"].unique())}
         colors = range_colors([r for r in df["range"].unique() if r != OTHER_RANGES], trace_presentation(t))
-        for rng in sorted(df["range"].unique()):
+        for rng in sorted(df["range"].unique(), key=lambda r: (r == OTHER_RANGES, natural_key(r))):
             sub = df[df["range"] == rng]
             fig.add_trace(go.Bar(
                 name=wrap(rng), x=[xlab[x] for x in sub["layer"]], y=[conv(v) for v in sub[col]],
@@ -173,6 +183,7 @@ def summary_bars(trace, by: str = "range", metric: str = "gpu_time", top: int = 
                 hovertemplate=f"%{{x}} / {wrap(rng, 90)}<br>%{{customdata[0]}}, %{{customdata[1]}}<extra></extra>"))
         layout(fig, f"{esc(label)}: {what} by layer", barmode="stack", yaxis_title=what, legend=dict(title_text="range"),
                legend_entries=[tr.name for tr in fig.data])
+        fig.update_xaxes(categoryorder="array", categoryarray=list(xlab.values()))  # layers by number
         return fig
     key = {"range": "range", "kernel": "kernel", "path": "path", "step": "step"}[by]
     df = df.sort_values([col, key], ascending=[False, True], kind="stable").head(top)
@@ -184,16 +195,13 @@ def summary_bars(trace, by: str = "range", metric: str = "gpu_time", top: int = 
         colors = {n: by_name[last_part(n) if by == "path" else n] for n in names}
     else:
         colors = dict.fromkeys(names, SIDE["B"])
-    ticks = [wrap(n, 40, 3) for n in names]
-    # Rows by position, names as tick text: two names that wrap alike stay two rows.
+    ticks = row_ticks(names, 44)
     fig.add_trace(go.Bar(
         orientation="h", y=list(range(len(names))), x=[conv(v) for v in df[col]], marker_color=[colors[n] for n in names],
         showlegend=False, customdata=[[wrap(n, 90), u.count(k), fmt_ns(g)]
                                       for n, k, g in zip(names, df["kernels"], df["gpu_time_ns"])],
         hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}, %{customdata[2]}<extra></extra>"))
-    rows = sum(x.count("<br>") + 1 for x in ticks)
-    layout(fig, f"{esc(label)}: {what} by {u.work if by == 'kernel' else by}", xaxis_title=what, height=max(300, 150 + 18 * rows + 14 * len(ticks)),
-           margin=dict(l=20))
-    fig.update_yaxes(autorange="reversed", automargin=True, tickmode="array", tickvals=list(range(len(names))),
-                     ticktext=ticks)
+    layout(fig, f"{esc(label)}: {what} by {u.work if by == 'kernel' else by}", xaxis_title=what,
+           height=rows_height(ticks, 32), margin=dict(l=20))
+    row_axes(fig, ticks)
     return fig

@@ -21,6 +21,7 @@ from ..analysis.diff import Alignment
 from ..textfmt import num, us
 from ..trace import Trace, open_trace
 from .colors import STATUS, STATUS_TEXT
+from .common import GPU, Units
 
 _e = html.escape
 
@@ -100,10 +101,12 @@ _STYLE = (
 )
 
 
-def range_header(r) -> str:
-    """One line naming a diff row (a range): kernels and GPU time per step, A -> B."""
-    return (f"<div style='margin-top:6px'><b>{_e(str(r.range))}</b>: kernels/step {num(r.kernels_a)} \u2192 "
-            f"{num(r.kernels_b)}, GPU time/step {us(r.gpu_time_ns_a)} \u2192 {us(r.gpu_time_ns_b)}</div>")
+def range_header(r, u: Units = GPU) -> str:
+    """One line naming a diff row (a range): its work units and their time per step, A -> B,
+    in the words ``u`` of the trace (:func:`~workbench.viz.units`)."""
+    return (f"<div style='margin-top:6px'><b>{_e(str(r.range))}</b>: {u.works} per {u.decode_step} "
+            f"{num(r.kernels_a)} \u2192 {num(r.kernels_b)}, {u.time} per {u.decode_step} {us(r.gpu_time_ns_a)} "
+            f"\u2192 {us(r.gpu_time_ns_b)}</div>")
 
 
 def open_cached(cache: dict[str, Trace], root, key: str) -> Trace:

@@ -15,6 +15,8 @@ a user's plugin is input, so a mistake in it must read like any other bad argume
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import TYPE_CHECKING
 
 from ..errors import WorkbenchError
@@ -46,6 +48,27 @@ def _dotted(name: str) -> bool:
     return bool(name) and all(part.isidentifier() for part in name.split("."))
 
 
+def _import_from_cwd(module_name: str):
+    """``module_name`` imported as ``python -m`` finds it: the working directory searched first.
+    A console script's ``sys.path`` starts at its own ``bin/``, not at the user's directory, so
+    ``workbench capture --call examples.my_model:one_step`` run from a checkout would not find
+    ``examples``. The directory is on the path only while the module (and what it imports at
+    import time) is imported, so a library call leaves ``sys.path`` as it found it; where it is
+    there already (``''`` in a notebook or under ``python -m``) nothing changes."""
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the working directory was removed: nothing there to import
+        return importlib.import_module(module_name)
+    if any(os.path.abspath(p or os.curdir) == cwd for p in sys.path if isinstance(p, str)):
+        return importlib.import_module(module_name)
+    sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        if cwd in sys.path:
+            sys.path.remove(cwd)
+
+
 def find(ref: str, where: str):
     """The object a ``"pkg.mod:attr"`` reference names: the module imported, the (dotted)
     attribute looked up; each failure one line about ``where``."""
@@ -54,7 +77,7 @@ def find(ref: str, where: str):
         raise WorkbenchError(where, "bad reference: expected module:attribute with dotted names "
                                     "(e.g. mypkg.workloads:WORKLOAD)")
     try:
-        found = importlib.import_module(module_name)
+        found = _import_from_cwd(module_name)
     except ImportError as e:
         raise WorkbenchError(where, f"cannot import module {module_name}: {_first_line(e)}") from e
     except Exception as e:  # a module body may raise anything; it is the user's code failing

@@ -1,3 +1,3 @@
-"""Steps, layers and timing inferred from the kernel stream, for traces whose program had no
-ranges to give (an engine nobody can instrument): :mod:`.structure` finds them, :mod:`.ranges`
-puts them in a trace as ranges labelled inferred, :mod:`.timing` times steps from the trace."""
+"""The decode step's latency timed from the trace itself (:mod:`.timing`), for captures the
+workbench did not time. The steps and layers inferred from the kernel stream are the trace
+layer's (:mod:`workbench.trace.inferred`): an import puts them in a trace as ranges."""

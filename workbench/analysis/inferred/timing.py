@@ -21,7 +21,7 @@ import pandas as pd
 from ...trace.schema import Trace
 from ..stats import Comparison, compare_samples, compare_timing
 from ..steps import DECODE, step_rows, trace_steps_info
-from .structure import infer
+from ...trace.inferred.structure import infer
 
 METRIC = "decode_step_ms"
 # What a comparison's ``method`` ends with when its samples are the trace's own.

@@ -9,13 +9,14 @@ import numpy as np
 import pandas as pd
 
 from ...errors import TraceFormatError
-from ..manifest import ATTRIBUTION, GRAPH_KERNELS, graph_note
+from ..inferred.ranges import inferred_ranges
+from ..manifest import ATTRIBUTION, GRAPH_KERNELS, INFERRED, graph_note, inferred_note
 from ..options import DEFAULT, ImportOptions
 from ..schema import REQUIRED, SCHEMA, TABLES, RawTables, Trace, empty_table, set_column, typed
 from ..compiled import compiled_note, inductor_kernels, sites_frame
 from .attribution import attribute, innermost_ranges
 from .compiled_runs import compiled_ranges
-from .graph_ranges import capture_ranges
+from .graph_ranges import capture_ranges, merged
 from .launches import graph_launched, join_launches, merge_names
 from .nesting import nested
 from .paths import range_paths
@@ -79,6 +80,16 @@ def build(raw: RawTables, where: str, options: ImportOptions = DEFAULT) -> Trace
                 out["ranges"] = ranges
                 parent, depth = ranges["parent"].to_numpy(), ranges["depth"].to_numpy()
                 set_column(kernels, "range_id", range_id)
+        inferred = None
+        if options.infer:
+            added, range_id, inferred = inferred_ranges(kernels, out["ranges"], options.layers)
+            if added is not None:
+                ranges, range_id = merged(out["ranges"], added, range_id)
+                for col in ("name", "domain"):  # the inferred names join the trace's categories
+                    ranges[col] = ranges[col].astype("string").astype("category")
+                out["ranges"] = ranges
+                parent, depth = ranges["parent"].to_numpy(), ranges["depth"].to_numpy()
+                set_column(kernels, "range_id", range_id)
         paths = pool.submit(range_paths, out["ranges"]["name"], parent, depth) if len(parent) else None
         per_range, totals = attribute(kernels, len(out["ranges"]))
         if paths is not None:
@@ -99,6 +110,8 @@ def build(raw: RawTables, where: str, options: ImportOptions = DEFAULT) -> Trace
             meta["compiled"] = {"graphs": 0, "call_sites": 0, "kernels": 0, "generated": generated}
     if "compiled" in meta:
         meta["compiled"]["note"] = compiled_note(meta)
+    if inferred is not None:
+        meta[INFERRED] = {**inferred, "note": inferred_note({INFERRED: inferred})}
     if n_graph:  # how they were attributed, in the manifest too
         meta[GRAPH_KERNELS] = {"kernels": n_graph, "by_capture": graphs["by_capture"] if graphs else 0,
                                "by_compiler": int((compiled or {}).get("graph_kernels", 0))}

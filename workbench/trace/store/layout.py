@@ -106,11 +106,15 @@ def check_free(name: str, root: str | os.PathLike | None, overwrite: bool, deriv
     root = Path(root) if root is not None else default_root()
     final = root / name
     if (final / SET_MANIFEST).is_file():
-        raise WorkbenchError(final, "a trace set has this name (choose another --name)")
+        raise WorkbenchError(final, "a trace set has this name (choose another name)",
+                             cli_problem="a trace set has this name (choose another --name)")
     if final.exists() and not overwrite:
         made = f"; the name was made from {derived_from!r}" if derived_from is not None else ""
-        raise WorkbenchError(final, f"a trace with this name exists{made} (choose another --name, or replace it "
-                                    "with --force)")
+        # The fix in the caller's words: a notebook re-running a cell passes overwrite=True.
+        raise WorkbenchError(final, f"a trace with this name exists{made} (choose another name, or pass "
+                                    "overwrite=True to replace it)",
+                             cli_problem=f"a trace with this name exists{made} (choose another --name, or replace "
+                                         "it with --force)")
     return final
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import WorkbenchError
-from ..manifest import COUNTS, CONTENT_SHA256, NAME
+from ..manifest import COUNTS, CONTENT_SHA256, NAME, STORED_AT
 from ..options import DEFAULT, ImportOptions
 from ..compiled import COLUMNS as COMPILED_COLUMNS, FILE as COMPILED_FILE
 from ..schema import SCHEMA, TABLES, Trace
@@ -46,6 +46,11 @@ def _json_default(o: Any):
     if isinstance(o, Path):
         return str(o)
     raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def stored_now() -> str:
+    """This moment as a manifest's ``stored_at``: UTC, ISO 8601 to the second."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def dump_manifest(meta: dict, fh) -> None:
@@ -91,6 +96,7 @@ def save(trace: Trace, name: str, root: str | os.PathLike | None = None, *, over
         meta["format_version"] = FORMAT_VERSION
         meta[COUNTS] = {t: int(len(trace.tables[t])) for t in TABLES}
         meta[CONTENT_SHA256] = content_hash(tmp)
+        meta[STORED_AT] = stored_now()
         with open(tmp / MANIFEST, "w") as fh:
             dump_manifest(meta, fh)
         publish_dir(tmp, final, overwrite)

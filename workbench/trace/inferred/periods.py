@@ -44,9 +44,11 @@ def spacings(tok: np.ndarray, top: int = 64) -> np.ndarray:
 
 def step_period(tok: np.ndarray, boundaries: np.ndarray) -> tuple[int, float] | None:
     """``(period, mismatch)`` of the stream's repeating step, None when nothing repeats twice.
-    ``boundaries``: positions with strong evidence of a step start (may be empty)."""
-    n = len(tok)
-    w = tok[: min(n, WINDOW)]
+    ``boundaries``: positions with strong evidence of a step start (may be empty). Scored from
+    the first of them: what comes before (a compiler's warm-up, a prefill) repeats at no step
+    period and would blur the scores of every candidate alike."""
+    lo = int(boundaries[0]) if len(boundaries) > 1 else 0
+    w = tok[lo: lo + WINDOW]
     common = spacings(w)
     cand = {int(c) for c in common}
     for v in common[:8]:
@@ -98,3 +100,37 @@ def layer_block(s: np.ndarray, blocks: int | None = None, longest: int | None = 
     top = max(f[0] for f in found)
     cov, L, a = next(f for f in found if f[0] >= 0.99 * top)
     return a, L, cov // L
+
+
+def anchored_layers(s: np.ndarray, layers: int | None = None) -> tuple[np.ndarray, int, int] | None:
+    """``(cuts, block, count)``: the layers of one step's tokens ``s`` found by their anchors,
+    where no block repeats exactly (compiled code: a fusion that swallows one kernel more in
+    every fourth layer, generated kernels whose layers differ by one launch). ``cuts``: the
+    ``count + 1`` positions where each layer starts and the last ends; None when no anchors.
+
+    Anchors of ``N`` layers are the tokens occurring exactly ``N`` times in the step, the
+    ``j``-th occurrence of each in layer ``j``: every anchor of a layer comes before every
+    anchor of the next. ``N`` is ``layers`` (a hint), else the largest count that two tokens
+    share and that passes that test (a token twice per layer has its occurrences of two
+    layers interleaved with the others' and fails it). A layer ends at its last anchor (the
+    next layer's own kernels start after it: its norm and projections before its first
+    anchor); the first layer starts as far before its first anchor as the others do, and what
+    is after the last layer's last anchor is the step's epilogue. The layers must hold half
+    the step at least."""
+    n = len(s)
+    vals, counts = np.unique(s, return_counts=True)
+    shared = np.unique(counts[counts >= 2], return_counts=True)
+    tries = [layers] if layers else sorted((int(c) for c, k in zip(*shared) if k >= 2), reverse=True)
+    for count in tries:
+        anchors = vals[counts == count]
+        if not len(anchors) or count < 2:
+            continue
+        occ = np.stack([np.flatnonzero(s == a) for a in anchors])  # (anchors, count): positions
+        first, last = occ.min(axis=0), occ.max(axis=0)
+        if not (last[:-1] < first[1:]).all():
+            continue
+        lead = int(np.median(first[1:] - last[:-1] - 1))
+        cuts = np.r_[max(0, int(first[0]) - lead), last + 1].astype(np.int64)
+        if cuts[-1] - cuts[0] >= n / 2:
+            return cuts, int(np.median(np.diff(cuts))), count
+    return None

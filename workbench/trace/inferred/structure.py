@@ -17,7 +17,8 @@ Per GPU (each ``(pid, device)``, kernels in start order, one token per kernel: :
    times, or splits each block in two where half as many repeat (a hybrid whose period is two
    layers), at the place the block's first kernel recurs nearest its middle.
 
-Nothing here reads a range: real ranges always win where a trace has them (:mod:`.ranges`).
+Nothing here reads a range: real ranges always win where a trace has them (:mod:`.ranges`
+puts the inferred ones only around kernels no real range holds).
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ...trace.schema import Trace
+from ..schema import Trace
 from .names import tokens
-from .periods import WINDOW, layer_block, mismatch, step_period
+from .periods import WINDOW, anchored_layers, layer_block, mismatch, step_period
 
-_COLUMNS = ["name", "start", "end", "device", "pid", "graph", "correlation", "launch_start", "launch_end"]
+# Exactly repeating blocks that cover less of a step than this are no layers (a few layers
+# alike among others that differ): the anchors then say where the layers are.
+COVERED = 0.7
+COLUMNS = ["name", "start", "end", "device", "pid", "graph", "correlation", "launch_start", "launch_end"]
 
 
 @dataclass
@@ -39,7 +43,7 @@ class Structure:
     """Per kernel (row of the kernels table): ``step`` (inferred step, numbered per GPU from 0;
     -1: in none) and ``layer`` (-1: in none). ``period`` kernels per step and ``block`` per layer
     (the commonest), ``layers`` per step, ``steps`` (on the GPU with most), ``confidence``
-    (the share of step kernels whose step has the commonest kernel sequence, times the share of
+    (the share of step kernels whose step has as many layers as the commonest sequence, times the share of
     their kernels in layers) and ``rests_on``, the evidence in words."""
 
     step: np.ndarray
@@ -59,13 +63,17 @@ class Structure:
 
 def infer(trace: Trace, layers: int | None = None) -> Structure:
     """The inferred steps and layers of a trace's kernels (see the module docstring)."""
-    k = trace.columns("kernels", _COLUMNS)
+    return infer_kernels(trace.columns("kernels", COLUMNS), layers)
+
+
+def infer_kernels(k: pd.DataFrame, layers: int | None = None) -> Structure:
+    """:func:`infer` on a kernels table (rows as in the trace; the columns of ``COLUMNS``)."""
     n = len(k)
     out = Structure(np.full(n, -1, np.int64), np.full(n, -1, np.int64))
     if not n:
         return out
     tok, _ = tokens(k["name"])
-    group = pd.factorize(pd.MultiIndex.from_arrays([k["pid"].to_numpy(), k["device"].to_numpy()]))[0]
+    group = gpus(k)
     order = np.lexsort((k["start"].to_numpy(), group))
     bounds = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1], True])
     best = None
@@ -84,8 +92,15 @@ def infer(trace: Trace, layers: int | None = None) -> Structure:
     return out
 
 
+def gpus(k: pd.DataFrame) -> np.ndarray:
+    """Per kernel, its GPU: one code per ``(pid, device)`` (a factorized int64 key: a
+    MultiIndex of a million rows costs a second to factorize)."""
+    pid, dev = k["pid"].to_numpy().astype(np.int64), k["device"].to_numpy().astype(np.int64)
+    return pd.factorize(pd.factorize(pid)[0].astype(np.int64) * (int(dev.max(initial=0)) + 2) + dev + 1)[0]
+
+
 def _cols(k: pd.DataFrame, rows: np.ndarray) -> dict[str, np.ndarray]:
-    return {c: k[c].to_numpy()[rows] for c in _COLUMNS[1:]}
+    return {c: k[c].to_numpy()[rows] for c in COLUMNS[1:]}
 
 
 def _boundary(c: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, str]:
@@ -173,6 +188,16 @@ def _starts(tok: np.ndarray, b: np.ndarray, period: int, room) -> np.ndarray:
 
 def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None):
     b, strong, evidence = _boundary(c)
+    if evidence == "graph launches" and len(strong) > 1 and strong[0] > 0:
+        # Decode steps replayed as CUDA graphs: what runs before the first replay (prefill, a
+        # compiler's warm-up and autotuning launches) is in no step, and left out of the search.
+        lo = int(strong[0])
+        found = _one_gpu(tok[lo:], {key: v[lo:] for key, v in c.items()}, hint)
+        if found is None:
+            return None
+        step, layer, info = found
+        pad = np.full(lo, -1, np.int64)
+        return np.r_[pad, step], np.r_[pad, layer], info
     found = step_period(tok, strong)
     if found is None:
         return None
@@ -205,14 +230,16 @@ def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None):
         i = int(np.flatnonzero(inverse == key)[0])
         s = tok[starts[i]: ends[i]]
         of_pos, block, count = _layer_map(s, hint, b[starts[i]: ends[i]])
-        blocks_seen.append((int(counts[key]), block, count, int((of_pos >= 0).sum())))
+        blocks_seen.append((int(counts[key]) * len(s), block, count))
         sel = inverse[idx] == key
         layer[pos[sel]] = of_pos[rel[sel]]
     top = int(counts.max())
     in_steps = int(lengths.sum())
     in_layers = int((layer >= 0).sum())
-    _, block, count, _ = blocks_seen[0]
-    conf = top * int(lengths[inverse == int(np.argmax(counts))][0]) / in_steps * (in_layers / in_steps)
+    _, block, count = blocks_seen[0]
+    # Steps that differ only outside their layers (a sampler's launches between replays) agree.
+    agree = sum(k for k, _, c in blocks_seen if c == count)
+    conf = agree / in_steps * (in_layers / in_steps)
     rests = [f"{len(starts)} steps of {period} kernels repeating ({miss:.1%} of kernels differ one step later), "
              f"placed by {evidence}"]
     if count:
@@ -247,6 +274,13 @@ def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray) -> tuple[np.ndarr
     layer and the layers. ``b``: each position's boundary strength."""
     of_pos = np.full(len(s), -1, np.int64)
     found = layer_block(s, hint)
+    exact = found is not None and found[1] * found[2] >= COVERED * len(s) and (not hint or found[2] in (hint, hint // 2))
+    anchored = None if exact else anchored_layers(s, hint)
+    if anchored is not None:  # no block repeats exactly: layers by their anchors
+        cuts, block, count = anchored
+        for j in range(count):
+            of_pos[cuts[j]: cuts[j + 1]] = j
+        return of_pos, block, count
     if found is None:
         return of_pos, 0, 0
     a, block, count = found

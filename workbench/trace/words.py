@@ -1,4 +1,6 @@
-"""What a report calls the work it counts, chosen once from the traces' own record.
+"""What a report, a diff or a display calls the work it counts, chosen once from the traces' own
+record (here in the trace layer, since it reads only the manifest: analysis displays word
+themselves with it as reports do).
 
 A GPU capture's kernel table holds kernels, timed on the device; a CPU-only capture's holds its
 top-level CPU ops (``source.work_units == "cpu_op"``), timed on threads; a TensorRT engine's
@@ -45,7 +47,12 @@ _BY_UNIT = {"kernel": GPU, "cpu_op": CPU, "trt_layer": TRT_LAYER}
 
 def trace_words(meta: dict) -> Words:
     """The words for one trace, from its manifest's ``source.work_units``."""
-    unit = work_units(meta)
+    return unit_words(work_units(meta))
+
+
+def unit_words(unit: str) -> Words:
+    """The words for work units of kind ``unit`` (``kernel``, ``cpu_op``, ``trt_layer``, ...:
+    :func:`~workbench.trace.manifest.work_units`)."""
     if unit in _BY_UNIT:
         return _BY_UNIT[unit]
     name = unit.replace("_", " ")
@@ -53,11 +60,15 @@ def trace_words(meta: dict) -> Words:
 
 
 def words(metas) -> Words:
-    """The words for traces with these manifests: theirs when they agree, else both spelled
-    out (``kernel/CPU op``), with no device claim."""
+    """The words for traces with these manifests: :func:`joined` of each one's."""
+    return joined(trace_words(m) for m in metas)
+
+
+def joined(each) -> Words:
+    """One set of words for several traces' (``each``): theirs when they agree, else both
+    spelled out (``kernel/CPU op``), with no device claim."""
     found = []
-    for m in metas:
-        w = trace_words(m)
+    for w in each:
         if w not in found:
             found.append(w)
     if len(found) == 1:

@@ -13,15 +13,24 @@ import re
 import numpy as np
 import pandas as pd
 
-from ...trace.names import short_kernel_name
+from ..names import short_kernel_name
 
 _SUFFIX = re.compile(r"(?:_\d+)+$")
+# Inductor's generated kernels: ``triton_<kind>_fused_<the ops it fused>_<n>``. The ops listed
+# follow what the fusion swallowed, which differs between layers of one model (the first
+# layer's norm fuses the embedding, a residual add joins the next layer's norm): the same
+# work in two layers carries two names. Only the kind (pointwise, reduction, persistent
+# reduction, template) says what such a kernel is, wherever it sits.
+_GENERATED = re.compile(r"^(triton_(?:poi|red|per|tem|for))_fused_")
 
 
 def normalized(name: str) -> str:
-    """``triton_red_fused_add_mean_mul_6`` -> ``triton_red_fused_add_mean_mul``;
-    ``void f<4, F>(int)`` -> ``f``."""
+    """``triton_red_fused_add_mean_mul_6`` -> ``triton_red``; ``void f<4, F>(int)`` -> ``f``;
+    ``gemm_64x8_4`` -> ``gemm_64x8``."""
     short = short_kernel_name(name)
+    generated = _GENERATED.match(short)
+    if generated:
+        return generated.group(1)
     return _SUFFIX.sub("", short) or short
 
 

@@ -1,0 +1,128 @@
+"""Inferred steps and layers as ranges (``workbench.trace.inferred.ranges``), as a user meets
+them: someone else's capture with no NVTX, imported, summarized and diffed from the command
+line. The captures are the committed H200 CUDA-graph traces of the fused and unfused KV-cache
+write with every range taken out, written as Chrome trace JSON (what another tool would hand
+over) and imported like any file."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import workbench as wb
+from workbench.trace.assemble import build
+from workbench.trace.manifest import INFERRED
+from workbench.trace.options import ImportOptions
+from workbench.trace.schema import RawTables, empty_table
+
+from helpers import assert_one_line, cli_outcome, run_cli
+
+UNFUSED, FUSED = "h200-kvwrite-unfused-cudagraph-nsys", "h200-kvwrite-fused-cudagraph-nsys"
+
+
+def _no_ranges(name: str, options: ImportOptions = ImportOptions(infer=False)) -> wb.Trace:
+    """A committed trace built again from its kernels and API calls alone: no range at all."""
+    t = wb.open_trace(name)
+    raw = {"kernels": t.kernels.drop(columns=["range_id"]).copy(), "api": t.api.copy(),
+           "ranges": empty_table("ranges")[["name", "start", "end", "pid", "tid"]],
+           "memcpy": t.memcpy.copy(), "memset": t.memset.copy()}
+    return build(RawTables(raw, {"source": dict(t.meta["source"])}), name, options)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A store holding the two captures, imported from Chrome JSON files with no ranges."""
+    tmp = tmp_path_factory.mktemp("inferred")
+    for name, short in ((UNFUSED, "unfused"), (FUSED, "fused")):
+        wb.export_chrome(_no_ranges(name), tmp / f"{short}.json")
+        run_cli("import", str(tmp / f"{short}.json"), "--name", short, root=tmp / "store")
+    return tmp / "store"
+
+
+def test_an_uninstrumented_capture_gets_its_steps_and_layers_labelled_inferred(store):
+    t = wb.open_trace("unfused", root=store)
+    info = t.meta[INFERRED]
+    assert info["applied"] and info["steps"] == 3 and info["layers"] == 8 and info["kernels_per_layer"] == 29
+    r = t.ranges
+    assert set(r["domain"].astype(str)) == {"inferred"}
+    assert sorted(set(r["name"].astype(str))) == [*(f"inferred_layer_{i:02d}" for i in range(8)),
+                                                  "step_0", "step_1", "step_2"]
+    per_layer = wb.summary(t, by="layer")
+    layers = per_layer[per_layer["layer"] >= 0]
+    assert sorted(layers["layer"].tolist()) == list(range(8)) and set(layers["range"]) == {"inferred_layer"}
+    steps = wb.launches_per_step(t)
+    assert steps["phase"].tolist() == ["decode"] * 3
+    out = run_cli("summary", "unfused", "--by", "layer", root=store).stdout
+    assert "steps and layers INFERRED from the kernel stream" in out and "8 layers of 29 kernels" in out
+
+
+def test_the_diff_of_two_uninstrumented_captures_says_which_kernels_went_away_in_every_layer(store):
+    out = run_cli("diff", "unfused", "fused", root=store).stdout
+    assert "inferred_layer in all 8 layers" in out
+    assert "kernels 29 -> 15 each" in out
+    assert "1 added: _kv_write_fused" in out
+    assert "from the trace (A: 3 steps, B: 3 steps" in out
+    assert out.count("steps and layers INFERRED") == 2  # each side says what its layers rest on
+
+
+def test_real_ranges_are_never_replaced():
+    t = wb.open_trace(UNFUSED)
+    raw = {"kernels": t.kernels.drop(columns=["range_id"]).copy(), "api": t.api.copy(),
+           "ranges": t.ranges[["name", "start", "end", "pid", "tid", "domain"]].copy(),
+           "memcpy": t.memcpy.copy(), "memset": t.memset.copy()}
+    built = [build(RawTables({k: v.copy() for k, v in raw.items()}, {"source": dict(t.meta["source"])}), UNFUSED,
+                   ImportOptions(infer=infer)) for infer in (True, False)]
+    assert INFERRED not in built[0].meta
+    assert "inferred" not in set(built[0].ranges["domain"].astype(str))
+    np.testing.assert_array_equal(built[0].kernels["range_id"].to_numpy(), built[1].kernels["range_id"].to_numpy())
+
+
+def test_compiled_decoding_in_a_window_gets_every_decode_step_and_layer():
+    # transformers' generate() under torch.compile(mode="reduce-overhead") in a profiler
+    # window, inductor's provenance off: each decode step one graph replay of the compiler's
+    # fused kernels (whose names differ between layers) and the sampler's eager launches, after
+    # the prefill and the compiler's warm-up launches.
+    t = _no_ranges("h200-hfc-sdpa-compile-window-nsys", ImportOptions())
+    info = t.meta[INFERRED]
+    assert info["applied"] and (info["steps"], info["layers"], info["kernels_per_layer"]) == (7, 16, 17)
+    per_layer = wb.summary(t, by="layer")
+    rows = per_layer[per_layer["layer"] >= 0]
+    assert sorted(rows["layer"]) == list(range(16))
+    # every graph-replayed kernel is in a step; most are in a layer
+    graph = t.kernels["graph"].to_numpy()
+    assert (t.kernels["range_id"].to_numpy()[graph] >= 0).all()
+
+
+def test_an_unsure_reading_adds_nothing_and_says_why():
+    # transformers' compiled decoding with eager attention: several graphs per decode step
+    # (graph breaks around the attention), no reading of steps the search can trust yet.
+    t = _no_ranges("h200-hfc-eager-compile-window-nsys", ImportOptions())
+    assert t.meta[INFERRED]["applied"] is False
+    assert len(t.ranges) == 0 and (t.kernels["range_id"] < 0).all()
+    assert "no steps or layers inferred" in t.meta[INFERRED]["note"]
+
+
+def test_the_layers_hint_reaches_the_search():
+    t = _no_ranges("h200-hf-attn-sdpa-static-nsys", ImportOptions(layers=16))
+    assert t.meta[INFERRED]["hint_layers"] == 16 and t.meta[INFERRED]["layers"] == 16
+    rc, _, err = cli_outcome("--layers", "0", "summary", "x.json")
+    assert rc == 2
+    assert_one_line(err, "--layers")
+
+
+def test_the_report_times_the_decode_step_from_the_trace(store, tmp_path):
+    run_cli("report", "unfused", "fused", "--md", tmp_path / "r.md", "-o", tmp_path / "r.html", root=store)
+    md = (tmp_path / "r.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| decode step"))
+    assert "1.100 ms (1.092–1.486, 3 steps, from the trace)" in row and "0.69x (n = 3: no interval)" in row
+    launches = next(line for line in md.splitlines() if line.startswith("| kernel launches per decode step"))
+    assert launches.endswith("| -112 (-47.3%) |")  # a count, not -112.000000
+    assert "inferred\\_layer in all 8 layers" in md and "steps and layers INFERRED" in md
+
+
+def test_the_widget_times_the_decode_step_from_the_trace(store):
+    from workbench.viz import TraceDiffWidget
+
+    w = TraceDiffWidget("unfused", "fused", root=store)
+    assert "decode step: 1.100 \u2192 0.7586 ms, 0.69x" in w.summary.value
+    assert "[from the trace (A: 3 steps, B: 3 steps" in w.summary.value

@@ -1,0 +1,101 @@
+"""The steps and layers inferred from the kernel stream (:mod:`.structure`), put in a trace as
+ranges, for a trace whose program gave almost none (an engine nobody instrumented, a capture
+made elsewhere with ``cudaProfilerStart/Stop`` and no NVTX).
+
+Each inferred step is a range ``step_<i>`` (numbered per GPU, as the workbench's runner names
+its steps: every view then counts them as decode steps), from its first kernel's launch (a CUDA
+graph's launch for a replayed step) to its last kernel's end; each of its layers a child range
+``inferred_layer_<NN>`` over its kernels' GPU span. A step's prologue and epilogue kernels are in the step,
+in no layer; kernels before the first step stay in no range. The ranges' domain is
+``inferred``, and the manifest's ``inferred`` section says what they rest on.
+
+Real ranges always win: only kernels no real range holds are searched, and only where they are
+nearly all of the trace's kernels. A search whose confidence is low adds nothing and says so.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .structure import COLUMNS, gpus, infer_kernels
+
+DOMAIN = "inferred"
+# Layer ranges are named `inferred_layer_<NN>`: every per-layer view reads the layer number and the
+# label `inferred_layer`, so no table or diff can pass an inferred layer off as a measured one.
+LAYER = "inferred_layer"
+# The share of kernels outside every real range above which a trace is searched: a handful of
+# kernels in a library's own range (a cub scan) does not make a trace instrumented.
+UNRANGED = 0.9
+# Below this confidence (the share of step kernels in the commonest step sequence, times the
+# share in layers: :class:`.structure.Structure`) nothing is added.
+MIN_CONFIDENCE = 0.5
+# A "step" of fewer kernels than this is a repeat of one or two ops, not a model's step: not
+# reported at all (a CPU-only trace's op pairs would otherwise print a note in every view).
+MIN_STEP = 4
+
+
+def inferred_ranges(kernels: pd.DataFrame, ranges: pd.DataFrame, layers: int | None = None):
+    """``(added, range_id, section)``: the inferred ranges (columns of the nested ranges table,
+    ids after ``ranges``'), every kernel's innermost range with them, and the manifest's
+    ``inferred`` section; ``added`` and ``range_id`` are None where nothing is added (the
+    section then says why; None where the trace was not searched or no step repeats)."""
+    rid = kernels["range_id"].to_numpy()
+    free = np.flatnonzero(rid < 0)
+    if len(free) < 2 or len(free) < UNRANGED * len(rid):
+        return None, None, None
+    k = kernels[[*COLUMNS, "launch_tid"]].take(free).reset_index(drop=True)
+    found = infer_kernels(k, layers)
+    if found.steps == 0 or found.period < MIN_STEP:
+        return None, None, None
+    section = {**found.as_dict(), "hint_layers": layers}
+    if found.steps < 2 or found.confidence < MIN_CONFIDENCE:
+        return None, None, {**section, "applied": False}
+    added, of = _ranges(k, found.step, found.layer, len(ranges))
+    range_id = rid.copy()
+    range_id[free] = of
+    return added, range_id, {**section, "applied": True}
+
+
+def _ranges(k: pd.DataFrame, step: np.ndarray, layer: np.ndarray, n: int) -> tuple[pd.DataFrame, np.ndarray]:
+    """The step and layer ranges of kernels ``k`` (their inferred ``step``/``layer``, numbered
+    per GPU), ids from ``n``, and each kernel's range id (-1: in no step)."""
+    gpu = gpus(k)
+    start, end = k["start"].to_numpy(), k["end"].to_numpy()
+    launch = k["launch_start"].to_numpy()
+    begin = np.where(launch >= 0, np.minimum(launch, start), start)
+    frame = pd.DataFrame({"gpu": gpu, "step": step, "layer": layer, "begin": begin, "start": start, "end": end,
+                          "pid": k["pid"].to_numpy(), "tid": k["launch_tid"].to_numpy(), "row": np.arange(len(k))})
+    in_step = frame[frame["step"] >= 0]
+    steps = in_step.sort_values("start", kind="stable").groupby(["gpu", "step"], sort=True).agg(
+        start=("begin", "min"), end=("end", "max"), pid=("pid", "first"), tid=("tid", "first"))
+    steps["id"] = np.arange(n, n + len(steps), dtype=np.int64)
+    in_layer = in_step[in_step["layer"] >= 0]
+    lay = in_layer.groupby(["gpu", "step", "layer"], sort=True).agg(
+        start=("start", "min"), end=("end", "max"), pid=("pid", "first"))
+    lay["id"] = np.arange(n + len(steps), n + len(steps) + len(lay), dtype=np.int64)
+    parent_of = steps["id"]
+    lay_parent = parent_of.reindex(pd.MultiIndex.from_arrays([lay.index.get_level_values(0),
+                                                              lay.index.get_level_values(1)])).to_numpy()
+    lay_tid = steps["tid"].reindex(pd.MultiIndex.from_arrays([lay.index.get_level_values(0),
+                                                              lay.index.get_level_values(1)])).to_numpy()
+    width = max(2, len(str(int(in_layer["layer"].max())))) if len(in_layer) else 2
+    names = [f"step_{s}" for s in steps.index.get_level_values(1)]
+    names += [f"{LAYER}_{j:0{width}d}" for j in lay.index.get_level_values(2)]
+    added = pd.DataFrame({
+        "name": pd.Categorical(names), "start": np.r_[steps["start"].to_numpy(), lay["start"].to_numpy()],
+        "end": np.r_[steps["end"].to_numpy(), lay["end"].to_numpy()],
+        "pid": np.r_[steps["pid"].to_numpy(), lay["pid"].to_numpy()],
+        "tid": np.r_[steps["tid"].to_numpy(), lay_tid],
+        "domain": pd.Categorical([DOMAIN] * (len(steps) + len(lay))),
+        "id": np.r_[steps["id"].to_numpy(), lay["id"].to_numpy()],
+        "parent": np.r_[np.full(len(steps), -1, np.int64), lay_parent].astype(np.int64),
+        "depth": np.r_[np.zeros(len(steps), np.int64), np.ones(len(lay), np.int64)],
+    })
+    of = np.full(len(k), -1, np.int64)
+    s_rows = in_step["row"].to_numpy()
+    of[s_rows] = parent_of.reindex(pd.MultiIndex.from_arrays([in_step["gpu"], in_step["step"]])).to_numpy()
+    l_rows = in_layer["row"].to_numpy()
+    of[l_rows] = lay["id"].reindex(pd.MultiIndex.from_arrays([in_layer["gpu"], in_layer["step"],
+                                                               in_layer["layer"]])).to_numpy()
+    return added, of
