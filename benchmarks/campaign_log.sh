@@ -1,5 +1,5 @@
 # Sourced by the campaign scripts: `wb ARGS` runs `workbench ARGS` and logs to $LOG the command
-# as a user types it, its output and its exit status (the logs README and RESULTS quote).
+# as a user types it, its output and its exit status (the logs docs/ and RESULTS quote).
 : > "$LOG"
 wb() {
     echo "\$ workbench $*" | tee -a "$LOG"

@@ -5,7 +5,7 @@
 # benchmarks/user_programs/profiler_api_model.py, which calls cudaProfilerStart/Stop itself)
 # captured with both backends through `workbench capture -- COMMAND`, a callable through
 # `--call` under nsys, the failure paths, and what summary/diff/export print. Every command
-# and its output go to $OUT/commands.log (quoted in README and RESULTS); the traces to
+# and its output go to $OUT/commands.log (quoted in docs/your-own-model.md and RESULTS); the traces to
 # $OUT/h200-user.tar.gz. Set-up: benchmarks/h200_setup.sh (wheels, libdw for nsys).
 set -u
 cd "$(dirname "$0")/.."

@@ -1,4 +1,4 @@
-"""Your own model, as the README's "Your own model" section uses it: a tiny decoder-style
+"""Your own model, as docs/your-own-model.md and the README's tour use it: a tiny decoder-style
 stack (attention + MLP per layer) that greedily generates a few tokens. It runs on the GPU
 when there is one. The workbench calls are the only additions to a plain torch script:
 ``wb.window`` marks what to record, ``wb.step`` each decode step, ``wb.annotate`` each layer.

@@ -2,7 +2,7 @@
 
 Library code asks :func:`read` (or :func:`flag`) for a :class:`Variable` of this module; the
 capture sets two of them for the program it runs (``CAPTURE_WINDOWS``, ``CAPTURE_MODULES``) by
-their ``name``. The README lists the same table.
+their ``name``. docs/architecture.md lists the same table.
 """
 
 from __future__ import annotations

@@ -183,7 +183,7 @@ def test_manifest_is_json(whole):
 
 
 def test_the_readme_ways_in_on_the_example_model(root):
-    """README "Your own model": the example program captured as a command, a block and a
+    """docs/your-own-model.md: the example program captured as a command, a block and a
     callable (by object and by module:function reference)."""
     example = REPO / "examples" / "my_model.py"
     code, out, err = cli_outcome("capture", "--windows", "--name", "ex-cmd", "--quiet", "--", sys.executable,

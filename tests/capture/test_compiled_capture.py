@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
+
 import pytest
 
 import workbench as wb

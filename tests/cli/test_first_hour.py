@@ -52,7 +52,7 @@ def _env() -> dict:
 # ---------------------------------------------------------------- 1. --call from the working directory
 
 def test_console_script_imports_the_call_from_the_working_directory(tmp_path):
-    """The README's ``workbench capture --call examples.my_model:one_step``, run where
+    """docs/your-own-model.md's ``workbench capture --call examples.my_model:one_step``, run where
     ``examples/`` is, through the installed console script (whose ``sys.path`` starts at its
     own ``bin/``): the working directory is searched, as under ``python -m``."""
     if not CONSOLE.is_file():

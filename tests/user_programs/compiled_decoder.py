@@ -30,7 +30,6 @@ class Attention(nn.Module):
 
     def forward(self, x, k_cache, v_cache, pos):
         q, k, v = self.qkv(x).chunk(3, dim=-1)
-        n = x.shape[1]
         # The cache is written in place at the step's rows (a static cache: one graph for
         # every decode step), and attention reads every row with a mask past the end.
         k_cache.index_copy_(1, pos, k)
