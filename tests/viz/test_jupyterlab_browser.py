@@ -2,8 +2,8 @@
 for what a user sees: no error output, no stderr box, no blank dropdown, plotly figures
 rendered with no overlapping text (from the DOM, by the figure test's probe: tick labels inside
 their figure, off plot areas, titles, the legend and each other), the answer on the first screen
-(scrolled to the top: the question, the ``Answer:`` line and half the first figure at least within
-the first viewport; that screen is kept as a screenshot), and in the widgets, a selection
+(scrolled to the top: the question, the ``Answer:`` line and half the first figure, 300 px of a
+tall one, within the first viewport; that screen is kept as a screenshot), and in the widgets, a selection
 answered with its timeline right under the controls (bounding boxes) and a spinner while the
 kernel works. The kernel must import this checkout's package. Offline: every request that is
 not to the local server is refused and the test fails if any was attempted. On a failure the
@@ -239,8 +239,9 @@ def _kernel_says(page, pid: str, code: str) -> str:
     }""", [pid, code])
 
 
-def _scroll_to_top(panel) -> None:
+def _scroll_to_top(page, panel) -> None:
     panel.locator(".jp-WindowedPanel-outer").first.evaluate("el => { el.scrollTop = 0; }")
+    page.wait_for_timeout(300)
 
 
 def _figure_problems(page, panel) -> list[str]:
@@ -250,8 +251,7 @@ def _figure_problems(page, panel) -> list[str]:
     other; bars inside their plot area), each line led by the figure's title. Only one notebook
     is open at a time, so the page's figures are its own; scrolled to the top, they read top to
     bottom as the probe expects."""
-    _scroll_to_top(panel)
-    page.wait_for_timeout(300)
+    _scroll_to_top(page, panel)
     found = page.evaluate(PROBE, None)
     titles = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')]"
                            ".map(p => (p.querySelector('.gtitle') || {}).textContent || '(untitled)')")
@@ -260,9 +260,9 @@ def _figure_problems(page, panel) -> list[str]:
 
 def _first_screen(page, panel, name: str, tmp_path: Path) -> None:
     """Scrolled to the top, the first viewport shows the question, the answer line and at least half
-    of the first figure (300 px of a tall one); the screen is kept as ``NAME-first-screen.png`` (and in $WORKBENCH_SCREENSHOT)."""
-    _scroll_to_top(panel)
-    page.wait_for_timeout(300)
+    of the first figure (300 px of a tall one); the screen is kept as ``NAME-first-screen.png``
+    (and in $WORKBENCH_SCREENSHOT)."""
+    _scroll_to_top(page, panel)
     height = page.viewport_size["height"]
     question = panel.locator(".jp-MarkdownOutput", has_text="Question:").first
     answer = panel.locator(".jp-OutputArea .jp-RenderedMarkdown", has_text="Answer:").first
@@ -431,7 +431,8 @@ def test_notebook_in_jupyterlab(page, name, tmp_path):
         assert panel.locator(".jp-OutputArea-output", has_text="Traceback").count() == 0
         stderr = panel.locator('[data-mime-type="application/vnd.jupyter.stderr"]')
         assert stderr.count() == 0, f"a stderr box: {stderr.all_inner_texts()}"
-        assert _kernel_says(page, pid, "import workbench; print(workbench.__file__)").startswith(str(REPO / "workbench"))
+        imported = _kernel_says(page, pid, "import workbench; print(workbench.__file__)")
+        assert imported.startswith(str(REPO / "workbench")), f"the kernel imported {imported}"
         # Plotly figures rendered by JupyterLab's plotly extension (no CDN), every one of them.
         figures = panel.locator(".jp-OutputArea .js-plotly-plot")
         want = _plotly_outputs(page, pid)

@@ -129,7 +129,8 @@ def answer(nb) -> str:
     for i, cell in enumerate(cells[:2]):
         found = [_text(o) for o in cell.get("outputs", []) if _text(o).startswith(ANSWER)]
         if found:
-            after = [m for o in cells[i + 1].get("outputs", []) for m in o.get("data", {})] if i + 1 < len(cells) else []
+            nxt = cells[i + 1].get("outputs", []) if i + 1 < len(cells) else []
+            after = [m for o in nxt for m in o.get("data", {})]
             assert PLOTLY in after, "the cell after the answer shows no figure"
             return found[0]
     raise AssertionError(f"no {ANSWER} line in the first two code cells")
@@ -247,7 +248,8 @@ def test_bucketing(executed):
     # attention per layer 52.9 -> 30.5 us in all 32 layers, the decode step 0.82x, same tokens.
     pf, pb = viz.find_pair("full", "bucketed", "phi4", "cudagraph", "nsys", root=TRACES, exclude=("compile",),
                            prefer=("ctx2048",))
-    assert (pf, pb) == ("h200-phi4-cache-full-ctx2048-cudagraph-nsys", "h200-phi4-cache-bucketed-ctx2048-cudagraph-nsys")
+    assert (pf, pb) == ("h200-phi4-cache-full-ctx2048-cudagraph-nsys",
+                        "h200-phi4-cache-bucketed-ctx2048-cudagraph-nsys")
     tf, tb = wb.open_trace(TRACES / pf), wb.open_trace(TRACES / pb)
     dphi = wb.diff(tf, tb)
     patt = dphi.layers[dphi.layers["range"] == "attention"]
@@ -296,7 +298,8 @@ def test_trace_diff(executed):
     assert re.search(r"\*\*The fusion under CUDA graphs\*\*.*\n.*decode_step_ms: .*: faster", text)
     # The widget, driven from code: layer_03/kv_write drawn in A and B.
     shown = re.search(r"The widget now shows: \*A: (.*)\*; \*B: (.*)\*", text)
-    assert shown and "layer_03/kv_write — 15 kernels" in shown[1] and "layer_03/kv_write — 1 kernel," in shown[2], text
+    assert shown, text
+    assert "layer_03/kv_write — 15 kernels" in shown[1] and "layer_03/kv_write — 1 kernel," in shown[2], text
     mimes = _mimes(nb)
     assert PLOTLY in mimes and WIDGET in mimes
 
