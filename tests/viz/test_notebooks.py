@@ -174,8 +174,8 @@ def test_quickstart(executed):
         assert dict(by_range["kernels_per_instance"]) == {"attention": 4.0, "kv_write": 15.0, "qkv": 1.0}
         assert list(steps["kernels"]) == [160, 160, 160]
     said = answer(nb)
-    assert f"`{name}` launches {num(steps['kernels'].median())} kernels per decode step" in said, said
-    assert "15 kv_write" in said and f"{us(steps['gpu_time_ns'].median())} of GPU time" in said, said
+    assert f"`{name}` launches {num(steps['kernels'].mean())} kernels per decode step" in said, said
+    assert "15 kv_write" in said and f"{us(steps['gpu_time_ns'].mean())} of GPU time" in said, said
     # The small CPU capture of the last section must run here.
     assert re.search(r"Captured `decoder-\S+` on the CPU: decode step median", _said(nb))
     mimes = _mimes(nb)
