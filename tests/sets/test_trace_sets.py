@@ -7,7 +7,6 @@ exit 2, and leaves no set behind."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from helpers import DATA as TESTDATA, REPO, TRACES, run_cli, store_entries
+from helpers import DATA as TESTDATA, REPO, run_cli, store_entries
 
 import workbench as wb
 from workbench.analysis.diff import diff
@@ -213,30 +212,3 @@ def test_bad_input_leaves_no_set(tmp_path, external):
     with pytest.raises(wb.WorkbenchError, match="no files given"):
         wb.import_set("s", [], root=root)
     assert store_entries(root) == before
-
-
-# ------------------------------------------------------------------ the notebook
-
-def test_trace_sets_notebook(tmp_path):
-    """notebooks/trace_sets.ipynb executed headless from the committed sets, as test_notebooks
-    runs the others."""
-    import time
-
-    from test_notebooks import NOTEBOOKS, PLOTLY, _RUNNER, _mimes, _result, nbformat
-
-    src = NOTEBOOKS / "trace_sets.ipynb"
-    assert all(not c.outputs and c.execution_count is None
-               for c in nbformat.read(src, as_version=4).cells if c.cell_type == "code"), "committed with outputs"
-    dst, t0 = tmp_path / "trace_sets.ipynb", time.monotonic()
-    p = subprocess.run([sys.executable, "-c", _RUNNER, str(src), str(dst), str(NOTEBOOKS)], cwd=NOTEBOOKS,
-                       capture_output=True, text=True, timeout=600,
-                       env={**os.environ, "WORKBENCH_TRACES": str(TRACES)})
-    executed = {"trace_sets": (p.returncode, p.stderr, nbformat.read(dst, as_version=4) if dst.exists() else None,
-                               time.monotonic() - t0)}
-    r = _result(executed, "trace_sets")
-    assert r["ranks"] == [0, 1, 2, 3] and r["matches_members"] is True
-    assert r["stragglers"] == [2, 2, 2] and r["straggler_steps"] == [0, 0, 3, 0]
-    assert all(lag > 50 for lag in r["lag_ms"]) and r["collectives"] == 48 and r["sql_rows"] == 4
-    assert r["hta_ranks"] == [0, 1] and r["hta_steps"] == ["ProfilerStep#551", "ProfilerStep#552"]
-    assert r["self_diff_ranks"] == [0, 1, 2, 3]
-    assert _mimes(executed, "trace_sets").count(PLOTLY) >= 1

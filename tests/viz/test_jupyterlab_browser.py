@@ -1,22 +1,27 @@
 """Every notebook in JupyterLab in real headless Chromium: opened, run top to bottom, and checked
-for what a user sees: no error output, no blank dropdown, plotly figures rendered, and in the
-widgets, a selection answered with its timeline right under the controls (bounding boxes)
-and a spinner while the kernel works. Offline: every request that is not to the local server
-is refused and the test fails if any was attempted. On a failure the page is saved as a
-screenshot under the test's tmp dir (its path is printed).
+for what a user sees: no error output, no stderr box, no blank dropdown, plotly figures
+rendered with no overlapping text (from the DOM, by the figure test's probe: tick labels inside
+their figure, off plot areas, titles, the legend and each other), the answer on the first screen
+(scrolled to the top: the question, the ``Answer:`` line and half the first figure, 300 px of a
+tall one, within the first viewport; that screen is kept as a screenshot), and in the widgets, a selection
+answered with its timeline right under the controls (bounding boxes) and a spinner while the
+kernel works. The kernel must import this checkout's package. Offline: every request that is
+not to the local server is refused and the test fails if any was attempted. On a failure the
+page is saved as a screenshot under the test's tmp dir (its path is printed).
 
 One JupyterLab and one browser serve all notebooks, one after the other (each kernel shut down
 before the next starts: the CI machine has two cores). Needs Debian's ``chromium``
 (/usr/bin/chromium, or $WORKBENCH_CHROMIUM) and the Python ``playwright`` package (its own
 browser download is not used); jupyterlab, ipykernel, ipywidgets/jupyterlab_widgets and plotly
-(whose package ships the JupyterLab renderer). Set WORKBENCH_SCREENSHOT=DIR to keep a picture of
-each widget after its selection.
+(whose package ships the JupyterLab renderer). Set WORKBENCH_SCREENSHOT=DIR to keep, there, each
+notebook's first screen and a picture of each widget after its selection.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -31,11 +36,15 @@ from urllib.parse import urlparse
 import pytest
 
 from helpers import REPO, TRACES
+from test_browser_figures import PROBE
 
 pytestmark = pytest.mark.browser
 
 CHROMIUM = os.environ.get("WORKBENCH_CHROMIUM", "/usr/bin/chromium")
-NOTEBOOKS = ("trace_diff", "quickstart", "fusion", "bucketing", "your_model")
+NOTEBOOKS = ("trace_diff", "quickstart", "fusion", "bucketing", "your_model", "tensorrt", "trace_sets")
+# What the notebooks read beside them (``../tests/data``, ``../benchmarks/results``): linked into
+# the lab's root, read only.
+BESIDE = ("tests", "benchmarks")
 LOCAL = {"127.0.0.1", "localhost", "::1", "[::1]"}
 # "Right under" the controls: the output area's own padding, nothing in between.
 NEXT_TO_PX = 48
@@ -75,6 +84,8 @@ def lab(tmp_path_factory):
     (root / "notebooks").mkdir(parents=True)
     for name in NOTEBOOKS:
         shutil.copy(REPO / "notebooks" / f"{name}.ipynb", root / "notebooks")
+    for folder in BESIDE:
+        (root / folder).symlink_to(REPO / folder, target_is_directory=True)
     settings = tmp / "lab-settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     # No news / update toasts (they would ask to fetch from the internet).
@@ -84,9 +95,10 @@ def lab(tmp_path_factory):
     tracker.mkdir(parents=True)
     (tracker / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
     port, token = _free_port(), secrets.token_hex(16)
-    env = dict(os.environ, WORKBENCH_TRACES=str(TRACES), JUPYTERLAB_SETTINGS_DIR=str(tmp / "lab-settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(tmp / "lab-workspaces"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
-               PYTHONUNBUFFERED="1")
+    # The kernels inherit this environment: PYTHONPATH makes them import this checkout's package.
+    env = dict(os.environ, PYTHONPATH=str(REPO), WORKBENCH_TRACES=str(TRACES),
+               JUPYTERLAB_SETTINGS_DIR=str(tmp / "lab-settings"), JUPYTERLAB_WORKSPACES_DIR=str(tmp / "lab-workspaces"),
+               JUPYTER_RUNTIME_DIR=str(tmp / "runtime"), PYTHONUNBUFFERED="1")
     env.pop("MPLBACKEND", None)
     log = tmp / "lab.log"
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
@@ -194,6 +206,78 @@ def _run_all(page, panel, pid: str) -> None:
         except AssertionError:
             if attempt == 2:
                 raise
+
+
+def _finished(page, pid: str) -> bool:
+    """Run All is over: the kernel idle and every code cell run, or one stopped it with an error."""
+    return page.evaluate("""(pid) => {
+        const w = [...window.jupyterapp.shell.widgets('main')].find(x => x.id === pid);
+        const k = w && w.sessionContext.session && w.sessionContext.session.kernel;
+        if (!k || k.status !== 'idle') return false;
+        const cells = w.content.model.cells;
+        let pending = false, failed = false;
+        for (let i = 0; i < cells.length; i++) {
+            const c = cells.get(i);
+            if (c.type !== 'code') continue;
+            if (c.executionCount === null) pending = true;
+            for (let j = 0; j < c.outputs.length; j++)
+                if (c.outputs.get(j).toJSON().output_type === 'error') failed = true;
+        }
+        return failed || !pending;
+    }""", pid)
+
+
+def _kernel_says(page, pid: str, code: str) -> str:
+    """What ``code`` prints when the notebook's kernel runs it (outside the notebook's cells)."""
+    return page.evaluate("""async ([pid, code]) => {
+        const w = [...window.jupyterapp.shell.widgets('main')].find(x => x.id === pid);
+        const f = w.sessionContext.session.kernel.requestExecute({code, silent: false, store_history: false});
+        let out = '';
+        f.onIOPub = (msg) => { if (msg.header.msg_type === 'stream') out += msg.content.text; };
+        await f.done;
+        return out;
+    }""", [pid, code])
+
+
+def _scroll_to_top(page, panel) -> None:
+    panel.locator(".jp-WindowedPanel-outer").first.evaluate("el => { el.scrollTop = 0; }")
+    page.wait_for_timeout(300)
+
+
+def _figure_problems(page, panel) -> list[str]:
+    """What reads badly in the open notebook's plotly figures, found by the figure test's own
+    probe (``test_browser_figures.PROBE``: text clipped or over other text, tick labels, rotated
+    ones by their drawn outline, inside the figure and off plot areas, titles, the legend and each
+    other; bars inside their plot area), each line led by the figure's title. Only one notebook
+    is open at a time, so the page's figures are its own; scrolled to the top, they read top to
+    bottom as the probe expects."""
+    _scroll_to_top(page, panel)
+    found = page.evaluate(PROBE, None)
+    titles = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')]"
+                           ".map(p => (p.querySelector('.gtitle') || {}).textContent || '(untitled)')")
+    return [re.sub(r"^figure (\d+)", lambda m: f"figure {m[1]} ({titles[int(m[1])]})", p) for p in found["problems"]]
+
+
+def _first_screen(page, panel, name: str, tmp_path: Path) -> None:
+    """Scrolled to the top, the first viewport shows the question, the answer line and at least half
+    of the first figure (300 px of a tall one); the screen is kept as ``NAME-first-screen.png``
+    (and in $WORKBENCH_SCREENSHOT)."""
+    _scroll_to_top(page, panel)
+    height = page.viewport_size["height"]
+    question = panel.locator(".jp-MarkdownOutput", has_text="Question:").first
+    answer = panel.locator(".jp-OutputArea .jp-RenderedMarkdown", has_text="Answer:").first
+    figure = panel.locator(".jp-OutputArea .js-plotly-plot").first
+    shot = tmp_path / f"{name}-first-screen.png"
+    page.screenshot(path=str(shot))
+    keep = os.environ.get("WORKBENCH_SCREENSHOT")
+    if keep:
+        shutil.copy(shot, Path(keep) / shot.name)
+    q, a, f = (x.bounding_box() for x in (question, answer, figure))
+    print(f"{name}: first screen {shot}: question at {q['y']:.0f}, answer {a['y']:.0f}-{a['y'] + a['height']:.0f}, "
+          f"figure {f['y']:.0f}-{f['y'] + f['height']:.0f} of {height}px")
+    assert q["y"] >= 0 and a["y"] + a["height"] <= height, f"{name}: the answer is not on the first screen ({a})"
+    shown = min(f["height"] / 2, 300)  # half the figure, or 300 px of a tall one
+    assert f["y"] + shown <= height, f"{name}: less than {shown:.0f} px of the first figure on the first screen ({f})"
 
 
 def _errors(page, pid: str) -> list[str]:
@@ -308,7 +392,9 @@ def _trace_diff_widget(page, panel) -> None:
 
     _select_and_draw(page, widget, pick, "trace diff, layer 5")
     _wait(lambda: widget.locator(".wb-timeline .js-plotly-plot").count() == 2, 30, "the timelines of A and B", page)
-    _wait(lambda: sum("step_0/layer_05" in t for t in widget.locator(".wb-timeline .gtitle").all_text_contents()) == 2,
+    # Each side draws layer 5 of its typical decode step (viz.select): the step may differ.
+    _wait(lambda: sorted(t[:2] for t in widget.locator(".wb-timeline .gtitle").all_text_contents()
+                         if re.search(r"step_\d+/layer_05 ", t)) == ["A:", "B:"],
           30, "timeline titles for layer 5 in A and B", page)
     bars = widget.locator(".js-plotly-plot").filter(has_text="A vs B").first
     assert widget.locator(".wb-timeline").bounding_box()["y"] < bars.bounding_box()["y"]
@@ -339,12 +425,14 @@ def test_notebook_in_jupyterlab(page, name, tmp_path):
         panel.locator(".jp-Cell").first.wait_for(timeout=60_000)
         _wait(lambda: _kernel_idle(page, pid), 90, "the kernel to start and go idle", page)
         _run_all(page, panel, pid)
-        # The last cell prints the results marker once everything above has run.
-        _wait(lambda: panel.locator(".jp-OutputArea-output", has_text="WORKBENCH_RESULT").count() > 0, 240,
-              "the notebook to finish (WORKBENCH_RESULT marker)", page)
+        _wait(lambda: _finished(page, pid), 420, "the notebook to finish (every cell run, the kernel idle)", page, 1)
         print(f"{name}: ran in {time.monotonic() - t0:.1f}s")
         assert _errors(page, pid) == []
         assert panel.locator(".jp-OutputArea-output", has_text="Traceback").count() == 0
+        stderr = panel.locator('[data-mime-type="application/vnd.jupyter.stderr"]')
+        assert stderr.count() == 0, f"a stderr box: {stderr.all_inner_texts()}"
+        imported = _kernel_says(page, pid, "import workbench; print(workbench.__file__)")
+        assert imported.startswith(str(REPO / "workbench")), f"the kernel imported {imported}"
         # Plotly figures rendered by JupyterLab's plotly extension (no CDN), every one of them.
         figures = panel.locator(".jp-OutputArea .js-plotly-plot")
         want = _plotly_outputs(page, pid)
@@ -352,14 +440,19 @@ def test_notebook_in_jupyterlab(page, name, tmp_path):
             "els => els.map(e => !!e.querySelector('.main-svg') + ':' + e.getBoundingClientRect().height)")
         _wait(lambda: len(rendered()) >= want > 0 and all(x.startswith("true") for x in rendered()) or rendered(),
               60, f"the {want} figures to render", page)
+        _first_screen(page, panel, name, tmp_path)
         if name in WIDGETS:
             WIDGETS[name](page, panel)
+        problems = _figure_problems(page, panel)
+        assert not problems, "figures that read badly:\n" + "\n".join(problems)
         assert _blank_dropdowns(panel) == []
         assert not page.blocked, f"requests to the internet were attempted: {page.blocked[:5]}"
         assert not [e for e in page.page_errors if "plotly" in e.lower() or "widget" in e.lower()], page.page_errors
     except BaseException:
         shot = tmp_path / f"{name}-failure.png"
         page.screenshot(path=str(shot), full_page=True)
+        if os.environ.get("WORKBENCH_SCREENSHOT"):
+            shutil.copy(shot, Path(os.environ["WORKBENCH_SCREENSHOT"]) / shot.name)
         print(f"screenshot of the failure: {shot}")
         raise
     finally:
