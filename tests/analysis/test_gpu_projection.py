@@ -172,3 +172,24 @@ def test_recipe_command_says_in_one_line_what_it_lacks(tmp_path, capsys):
         wb.save(trace, "kept", root=tmp_path, raw=[REP])
         assert main(["--root", str(tmp_path), "recipe", "nvtx_gpu_proj_sum", "kept"]) == 2
         assert "nsys not found on PATH" in capsys.readouterr().err
+
+
+def test_h200_transformers_capture_equals_its_stored_recipes():
+    # An H200 capture of transformers' generate() (Llama-3.2-1B shape, 16 layers, --modules),
+    # with `nsys recipe nvtx_gpu_proj_trace` / `nvtx_gpu_proj_sum` run beside it by
+    # benchmarks/h200_compiled.sh and stored with the trace (its recipes/ folder).
+    from helpers import TRACES
+
+    t = wb.open_trace(TRACES / "h200-hfc-sdpa-eager-nsys")
+    recipes = TRACES / "h200-hfc-sdpa-eager-nsys" / "recipes"
+    trace_rows = pd.read_parquet(recipes / "nvtx_gpu_proj_trace" / "trace.parquet")
+    sums = pd.read_parquet(recipes / "nvtx_gpu_proj_sum" / "all_stats.parquet")
+    ours = t.ranges[["name", "path"]].join(range_projection(t))
+    ours["name"] = ours["name"].astype(str)
+    ours = ours[ours["gpu_ops"] > 0]
+    assert len(ours) == len(trace_rows) == 673
+    assert _instances(ours, "name", "gpu_start", "gpu_end") == _instances(trace_rows, "Text", "Start", "End")
+    by_name = projection_by_name(t).set_index("range")
+    assert sorted(by_name.index) == sorted(sums.index)
+    assert (by_name["count"] == sums.loc[by_name.index, "Count"]).all()
+    assert (by_name["gpu_proj_sum_ns"] == sums.loc[by_name.index, "Sum"]).all()
