@@ -203,7 +203,16 @@ def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None):
         return None
     period, miss = found
     room = _room(tok, period)
-    if room is None and (wide := _widen(b, period, len(tok))) is not None:
+    if hint and (room is None or room[2] != hint and not (room[2] == hint // 2 and room[1] > 1)) \
+            and 2 * hint * period <= len(tok):
+        # The period is one layer (no room for a prologue, or blocks other than the hint's in it:
+        # a step of identical layers, whose own blocks repeat inside a layer): the hint says how
+        # many of them a step holds, which no gap can say where steps barely stand out.
+        period *= hint
+        miss = mismatch(tok[: min(len(tok), WINDOW)], period)
+        if "graph" not in evidence:
+            evidence = f"the --layers hint ({hint} blocks of {period // hint} kernels a step), {evidence}"
+    elif room is None and (wide := _widen(b, period, len(tok))) is not None:
         period = wide
         miss = mismatch(tok[: min(len(tok), WINDOW)], period)
         if "graph" not in evidence:
