@@ -78,6 +78,11 @@ def test_inferred_layers_hold_the_real_layers_kernels(name):
     if share is None:
         pytest.skip("no layer ranges around its decode kernels: no ground truth")
     assert share >= 0.99, f"{name}: {share:.4f} of decode kernels agree"
+    # The right hint never makes it worse.
+    p = project(trace)
+    layers = int(p.loc[(p["phase"] == "decode").to_numpy() & (p["layer"] >= 0).to_numpy(), "layer"].nunique())
+    hinted = agreement(trace, layers)
+    assert hinted >= 0.99, f"{name} with --layers {layers}: {hinted:.4f} of decode kernels agree"
 
 
 def test_inference_says_what_it_rests_on():

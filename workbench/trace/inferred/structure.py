@@ -203,20 +203,23 @@ def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None):
         return None
     period, miss = found
     room = _room(tok, period)
-    if hint and (room is None or room[2] != hint and not (room[2] == hint // 2 and room[1] > 1)) \
-            and 2 * hint * period <= len(tok):
-        # The period is one layer (no room for a prologue, or blocks other than the hint's in it:
-        # a step of identical layers, whose own blocks repeat inside a layer): the hint says how
-        # many of them a step holds, which no gap can say where steps barely stand out.
-        period *= hint
-        miss = mismatch(tok[: min(len(tok), WINDOW)], period)
-        if "graph" not in evidence:
-            evidence = f"the --layers hint ({hint} blocks of {period // hint} kernels a step), {evidence}"
-    elif room is None and (wide := _widen(b, period, len(tok))) is not None:
+    wide = _widen(b, period, len(tok)) if room is None else None
+    if wide is not None and hint and wide < hint * period:
+        wide = None  # gaps that stand out more often than a step of the hinted layers can be
+    if wide is not None:
         period = wide
         miss = mismatch(tok[: min(len(tok), WINDOW)], period)
         if "graph" not in evidence:
             evidence = f"idle and launch gaps standing out every {period} kernels"
+    elif hint and (room is None or room[2] != hint and not (room[2] == hint // 2 and room[1] > 1)) \
+            and 2 * hint * period <= len(tok):
+        # The period is one layer and no gap says where steps start (a step of identical layers
+        # and nothing else, whose own blocks may repeat inside a layer): the hint says how many
+        # of them a step holds.
+        period *= hint
+        miss = mismatch(tok[: min(len(tok), WINDOW)], period)
+        if "graph" not in evidence:
+            evidence = f"the --layers hint ({hint} blocks of {period // hint} kernels a step), {evidence}"
     starts = _starts(tok, b, period, room)
     if not len(starts):
         return None
