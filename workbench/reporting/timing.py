@@ -12,6 +12,7 @@ run to run), else the per-step times.
 from __future__ import annotations
 
 import math
+import statistics
 
 from .. import textfmt as fmt
 from ..analysis.stats import PHASE_SAMPLES
@@ -76,10 +77,9 @@ def phases_of(traces: list) -> list[dict[str, dict]]:
     for p, t in zip(out, traces):
         st = step_times(t)
         if st is not None and st.samples:
-            s = sorted(st.samples)
-            p["decode step"] = {"median": s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2,
-                                "min": s[0], "max": s[-1], "n": len(s), "samples": list(st.samples),
-                                "what": _FROM_TRACE, "metric": METRIC}
+            s = st.samples
+            p["decode step"] = {"median": statistics.median(s), "min": min(s), "max": max(s), "n": len(s),
+                                "samples": list(s), "what": _FROM_TRACE, "metric": METRIC}
     return out
 
 

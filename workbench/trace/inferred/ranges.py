@@ -75,10 +75,9 @@ def _ranges(k: pd.DataFrame, step: np.ndarray, layer: np.ndarray, n: int) -> tup
         start=("start", "min"), end=("end", "max"), pid=("pid", "first"))
     lay["id"] = np.arange(n + len(steps), n + len(steps) + len(lay), dtype=np.int64)
     parent_of = steps["id"]
-    lay_parent = parent_of.reindex(pd.MultiIndex.from_arrays([lay.index.get_level_values(0),
-                                                              lay.index.get_level_values(1)])).to_numpy()
-    lay_tid = steps["tid"].reindex(pd.MultiIndex.from_arrays([lay.index.get_level_values(0),
-                                                              lay.index.get_level_values(1)])).to_numpy()
+    of_step = lay.index.droplevel(2)  # each layer's (gpu, step)
+    lay_parent = parent_of.reindex(of_step).to_numpy()
+    lay_tid = steps["tid"].reindex(of_step).to_numpy()
     width = max(2, len(str(int(in_layer["layer"].max())))) if len(in_layer) else 2
     names = [f"step_{s}" for s in steps.index.get_level_values(1)]
     names += [f"{LAYER}_{j:0{width}d}" for j in lay.index.get_level_values(2)]
