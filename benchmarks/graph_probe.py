@@ -9,6 +9,11 @@
 #
 # tests/graph_truth.py gives the expected path of each graph kernel of such an export.
 #
+# Under torch.profiler instead (`python3 benchmarks/graph_probe.py --kineto probe.json`): the
+# ranges are record_function ranges, the whole run is profiled on every thread
+# (profile_all_threads) and written as Kineto JSON. Kineto ties a replayed kernel only to its
+# cudaGraphLaunch; the capture-time launches recorded in the run are what place it.
+#
 # What it exercises (the structure is fixed; only timings vary from run to run):
 # * Four CUDA graphs. On the main thread, inside an NVTX range open on that thread before the
 #   capture began ("warmup_and_capture", which is the captures' context and is dropped from the
@@ -49,24 +54,26 @@ import time
 import nvtx
 import torch
 
+annotate = nvtx.annotate  # record_function under --kineto
+
 D, TOKENS = 256, 64
 
 
 def block(name, h, w, between=None):
     """block_NN > attn > proj|act, residual add, [between()], mlp > proj|act, residual add."""
-    with nvtx.annotate(name):
-        with nvtx.annotate("attn"):
-            with nvtx.annotate("proj"):
+    with annotate(name):
+        with annotate("attn"):
+            with annotate("proj"):
                 a = h @ w["q"]
-            with nvtx.annotate("act"):
+            with annotate("act"):
                 a = torch.softmax(a, dim=-1)
         h = h + a  # directly under block_NN
         if between is not None:
             between()
-        with nvtx.annotate("mlp"):
-            with nvtx.annotate("proj"):
+        with annotate("mlp"):
+            with annotate("proj"):
                 m = h @ w["up"]
-            with nvtx.annotate("act"):
+            with annotate("act"):
                 m = torch.nn.functional.gelu(m)
         return h + m  # directly under block_NN
 
@@ -78,10 +85,10 @@ def model(x, ws):
 
 
 def head(h, w):
-    with nvtx.annotate("head"):
-        with nvtx.annotate("proj"):
+    with annotate("head"):
+        with annotate("proj"):
             logits = h @ w
-        with nvtx.annotate("act"):
+        with annotate("act"):
             p = torch.softmax(logits, dim=-1)
         return p * 2.0  # directly under head
 
@@ -92,7 +99,7 @@ def worker_body(k, x, w, between=None):
 
 
 def loss(*outs):
-    with nvtx.annotate("loss"):
+    with annotate("loss"):
         return sum(o.float().square().mean() for o in outs)
 
 
@@ -118,8 +125,8 @@ def main() -> int:
     g_model, g_head = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
     s = streams[0]
     s.wait_stream(torch.cuda.current_stream())
-    with nvtx.annotate("warmup_and_capture"):
-        with nvtx.annotate("warmup"), torch.cuda.stream(s):
+    with annotate("warmup_and_capture"):
+        with annotate("warmup"), torch.cuda.stream(s):
             for _ in range(2):
                 head(model(x, ws), w_head)
         torch.cuda.current_stream().wait_stream(s)
@@ -129,10 +136,10 @@ def main() -> int:
             y_head = head(y_model, w_head)
     torch.cuda.synchronize()
 
-    with nvtx.annotate("step_0"):
+    with annotate("step_0"):
         g_model.replay()
         losses.append(loss(y_model))
-    with nvtx.annotate("step_1"):
+    with annotate("step_1"):
         g_model.replay()
         g_head.replay()
         losses.append(loss(y_model, y_head))
@@ -153,12 +160,12 @@ def main() -> int:
         try:
             s = streams[1 + k]
             with torch.cuda.stream(s):
-                with nvtx.annotate(f"worker_{k}_warmup"):
+                with annotate(f"worker_{k}_warmup"):
                     for _ in range(2):
                         worker_body(k, xw[k], ww[k])
                 s.synchronize()
                 start.wait()
-                with nvtx.annotate(f"worker_{k}_capture"):
+                with annotate(f"worker_{k}_capture"):
                     t0 = time.perf_counter_ns()
                     graphs[k].capture_begin(capture_error_mode="thread_local")
                     try:
@@ -168,7 +175,7 @@ def main() -> int:
                     windows[k] = (t0, time.perf_counter_ns())
                 s.synchronize()
                 captured.wait()  # both graphs exist and their warm-up work is done
-                with nvtx.annotate(f"step_{2 + k}"):
+                with annotate(f"step_{2 + k}"):
                     if k == 0:
                         graphs[1].replay()
                         worker_losses[0] = loss(outs[1])
@@ -191,7 +198,7 @@ def main() -> int:
         return 1
     losses += worker_losses
 
-    with nvtx.annotate("step_4"):
+    with annotate("step_4"):
         graphs[0].replay()
         graphs[1].replay()
         losses.append(loss(outs[0], outs[1]))
@@ -204,5 +211,21 @@ def main() -> int:
     return 0
 
 
+def profiled(out: str) -> int:
+    """``main`` under torch.profiler on every thread, its trace written to ``out``."""
+    global annotate
+    from torch._C._profiler import _ExperimentalConfig
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    annotate = record_function
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                 experimental_config=_ExperimentalConfig(profile_all_threads=True)) as prof:
+        code = main()
+    prof.export_chrome_trace(out)
+    return code
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--kineto"]:
+        sys.exit(profiled(sys.argv[2]))
     sys.exit(main())

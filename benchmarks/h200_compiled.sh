@@ -5,6 +5,7 @@
 #   PART=hf bash benchmarks/h200_compiled.sh        # transformers' compiled generate(), nsys
 #   PART=hf2 bash benchmarks/h200_compiled.sh       # the same under torch.profiler; the window
 #   PART=decoder bash benchmarks/h200_compiled.sh   # the decoder's compile engine
+#   PART=graphs-torch bash benchmarks/h200_compiled.sh  # CUDA graphs under torch.profiler
 # PART=hf: benchmarks/user_programs/hf_compiled_generate.py (Llama-3.2-1B shape, 16 layers,
 # bf16, random weights; generate() over a static cache compiles the decode step with
 # mode="reduce-overhead", so each decode step is one CUDA-graph replay), attn sdpa vs eager,
@@ -15,6 +16,10 @@
 # kept beside its trace (traces/NAME/recipes/).
 # PART=decoder: `workbench capture decoder --engine compile` (decode step compiled whole under
 # CUDA graphs), kv_write unfused vs fused, nsys and torch; the eager twins are committed.
+# PART=graphs-torch: the graph probe (benchmarks/graph_probe.py --kineto) under torch.profiler on
+# every thread, its Kineto JSON as $OUT/kineto-graph-probe.json.gz (the fixture of
+# tests/analysis/test_kineto_graph_ranges.py), and the decoder's cudagraph engine, kv_write unfused
+# vs fused, under torch (graphs captured again inside the recording), raw JSON kept.
 # Each part's traces are tarred as they are made (the tool brings back 8 files at most).
 # SIZE=tiny DEVICE=cpu checks the script without a GPU (torch backend, tiny shapes). BACKENDS=nsys
 # captures with that backend alone; NO_TWINS=1 leaves the eager twins and recipes as they are.
@@ -99,6 +104,18 @@ if [ "$PART" = decoder ]; then
     done
     wb summary "h200-kvwrite-unfused-compile-${BACKENDS[0]}" --by layer
     wb diff "h200-kvwrite-unfused-compile-${BACKENDS[0]}" "h200-kvwrite-fused-compile-${BACKENDS[0]}" --top 6
+fi
+if [ "$PART" = graphs-torch ]; then
+    echo "\$ python3 benchmarks/graph_probe.py --kineto /tmp/kineto-graph-probe.json" | tee -a "$LOG"
+    timeout 120 python3 benchmarks/graph_probe.py --kineto /tmp/kineto-graph-probe.json 2>&1 | grep -v USDT | tee -a "$LOG"
+    gzip -9c /tmp/kineto-graph-probe.json > "$OUT/kineto-graph-probe.json.gz"
+    wb summary /tmp/kineto-graph-probe.json --by path
+    for kv in unfused fused; do
+        wb capture decoder --variant "kv_write=$kv" --engine cudagraph --backend torch --keep-raw \
+            --name "h200-kvwrite-$kv-cudagraph-torch" --device "$DEVICE" "${DEC[@]}" --force --quiet
+    done
+    pack kvwrite-cudagraph-torch h200-kvwrite-unfused-cudagraph-torch h200-kvwrite-fused-cudagraph-torch
+    wb summary h200-kvwrite-unfused-cudagraph-torch --by layer
 fi
 cp "$LOG" "$OUT/" 2>/dev/null
 ls -la "$OUT" | tee -a "$LOG"

@@ -65,7 +65,7 @@ def capture_job(spec):
                 from .nsys_backend import profile_module, profiled_export
 
                 done, tool_cmd = profile_module(["workbench.capturing.rank_session", "launch", str(spec_path),
-                                                 str(workdir)], workdir, spec.engine == "cudagraph")
+                                                 str(workdir)], workdir)
                 if not any(result_path(workdir, r).exists() for r in range(world)):
                     profiled_export(done, workdir)  # nsys failed before any rank ran: its own line
                 results = _results(workdir, world, [done.returncode] * world, set())

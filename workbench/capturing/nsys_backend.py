@@ -89,13 +89,14 @@ def export(rep: Path, workdir: Path) -> Path:
     return _export(find_nsys(), rep, workdir)
 
 
-def profile_module(args: list[str], workdir: Path, graphs: bool) -> tuple[subprocess.CompletedProcess, list[str]]:
+def profile_module(args: list[str], workdir: Path) -> tuple[subprocess.CompletedProcess, list[str]]:
     """``python -m ARGS`` (this interpreter) under ``nsys profile``, recording its
-    ``cudaProfilerStart/Stop`` window into ``workdir/capture.nsys-rep`` (with ``graphs``: a
-    replayed CUDA graph's every kernel); nsys's output is kept in ``profile.log``. Returns
-    the finished process and the nsys command line."""
-    cmd = [find_nsys(), "profile", *PROFILE_FLAGS, *WINDOW_FLAGS, "--force-overwrite=true", "-o",
-           str(workdir / "capture.nsys-rep"), *(GRAPH_FLAGS if graphs else []), sys.executable, "-m", *args]
+    ``cudaProfilerStart/Stop`` window into ``workdir/capture.nsys-rep`` with every kernel of a
+    replayed CUDA graph (the cudagraph engine's, and the compile engine's under cudagraph
+    trees); nsys's output is kept in ``profile.log``. Returns the finished process and the
+    nsys command line."""
+    cmd = [find_nsys(), "profile", *PROFILE_FLAGS, *WINDOW_FLAGS, *GRAPH_FLAGS, "--force-overwrite=true", "-o",
+           str(workdir / "capture.nsys-rep"), sys.executable, "-m", *args]
     done = subprocess.run(cmd, env=child_env(), stdout=subprocess.PIPE, stderr=None, text=True)
     (workdir / "profile.log").write_text(done.stdout)
     return done, cmd
@@ -116,8 +117,7 @@ def profiled_export(done: subprocess.CompletedProcess, workdir: Path) -> Path:
 def capture(spec: dict, workdir: Path) -> tuple[Path, dict, list[str]]:
     spec_path, result_path = workdir / "spec.json", workdir / "result.json"
     spec_path.write_text(json.dumps(spec))
-    done, cmd = profile_module(["workbench.capturing.session", str(spec_path), str(result_path)], workdir,
-                               spec["engine"] == "cudagraph")
+    done, cmd = profile_module(["workbench.capturing.session", str(spec_path), str(result_path)], workdir)
     result = json.loads(result_path.read_text()) if result_path.exists() else None
     if result and "error" in result:
         raise WorkbenchError(result["error"]["where"], result["error"]["problem"])
