@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compiled and graph-replayed code on a lent H200 (issue 36; with the provenance-off window
+# Compiled and graph-replayed code on a lent H200 or H100 (issue 36; with the provenance-off window
 # capture of issue 37 and the recipe outputs of issue 40). One device call per part, carry
 # [".whl", ".debs"] (benchmarks/h200_setup.sh):
 #   PART=hf bash benchmarks/h200_compiled.sh        # transformers' compiled generate(), nsys
@@ -15,7 +15,7 @@
 # nsys's recipes nvtx_gpu_proj_sum/_trace and cuda_gpu_kern_sum on the eager twin's .nsys-rep,
 # kept beside its trace (traces/NAME/recipes/).
 # PART=decoder: `workbench capture decoder --engine compile` (decode step compiled whole under
-# CUDA graphs), kv_write unfused vs fused, nsys and torch; the eager twins are committed.
+# CUDA graphs), kv_write unfused vs fused, nsys and torch, and their eager twins on the same GPU.
 # PART=graphs-torch: the graph probe (benchmarks/graph_probe.py --kineto) under torch.profiler on
 # every thread, its Kineto JSON as $OUT/kineto-graph-probe.json.gz (the fixture of
 # tests/analysis/test_kineto_graph_ranges.py), and the decoder's cudagraph engine, kv_write unfused
@@ -28,6 +28,13 @@ cd "$(dirname "$0")/.."
 DEVICE=${DEVICE:-cuda}
 if [ "$DEVICE" = cuda ]; then source benchmarks/h200_setup.sh; else OUT=${OUT:-/tmp/h200-out}; mkdir -p "$OUT"; fi
 PART=${PART:-hf}
+# Trace names start with the GPU they ran on (the lent machine may be an H100 or an H200).
+if [ "$DEVICE" = cuda ]; then
+    case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in *H100*) P=h100;; *H200*) P=h200;; *) P=gpu;; esac
+else
+    P=cpu
+fi
+P=${PREFIX:-$P}
 LOG="$OUT/commands-$PART.log"
 source benchmarks/campaign_log.sh
 PROG=benchmarks/user_programs/hf_compiled_generate.py
@@ -46,8 +53,8 @@ pack() {  # pack ARCHIVE TRACE...: the traces that exist, in one archive under $
     local have=(); for t in "$@"; do [ -d "traces/$t" ] && have+=("traces/$t"); done
     [ ${#have[@]} -gt 0 ] && tar czf "$OUT/$archive.tar.gz" "${have[@]}"
 }
-keep() {  # keep BACKEND: nsys captures keep their .nsys-rep (re-import, recipes)
-    [ "$1" = nsys ] && echo --keep-raw
+keep() {  # keep BACKEND: every capture keeps its raw file (.nsys-rep: recipes; Kineto JSON: re-import)
+    echo --keep-raw
 }
 [ "$DEVICE" = cuda ] && { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nsys --version; } | tee -a "$LOG"
 python3 -c "import transformers, torch; print('transformers', transformers.__version__, 'torch', torch.__version__)" | tee -a "$LOG"
@@ -55,55 +62,61 @@ python3 -c "import transformers, torch; print('transformers', transformers.__ver
 if [ "$PART" = hf ]; then  # the compiled pair under the first backend, the eager twins, the recipes
     b=${BACKENDS[0]}
     for attn in sdpa eager; do
-        wb capture --backend "$b" --modules $(keep "$b") --name "h200-hfc-$attn-compile-$b" --force --quiet \
+        wb capture --backend "$b" --modules $(keep "$b") --name "$P-hfc-$attn-compile-$b" --force --quiet \
             -- python3 "$PROG" --attn "$attn" "${HF[@]}"
     done
-    pack "hfc-compile-$b" "h200-hfc-sdpa-compile-$b" "h200-hfc-eager-compile-$b"
+    pack "hfc-compile-$b" "$P-hfc-sdpa-compile-$b" "$P-hfc-eager-compile-$b"
     [ -n "${NO_TWINS:-}" ] || for attn in sdpa eager; do  # the eager twins (nsys: it sees graph captures)
-        wb capture --backend "$b" --modules $(keep "$b") --name "h200-hfc-$attn-eager-$b" --force --quiet \
+        wb capture --backend "$b" --modules $(keep "$b") --name "$P-hfc-$attn-eager-$b" --force --quiet \
             -- python3 "$PROG" --attn "$attn" --no-compile "${HF[@]}"
     done
-    rep=$(find "traces/h200-hfc-sdpa-eager-$b" -name '*.nsys-rep*' 2>/dev/null | head -1)
+    rep=$(find "traces/$P-hfc-sdpa-eager-$b" -name '*.nsys-rep*' 2>/dev/null | head -1)
     if [ -z "${NO_TWINS:-}" ] && [ -n "$rep" ]; then  # nsys's own GPU projections, beside the trace
         case "$rep" in *.gz) gunzip -c "$rep" > /tmp/recipe-input.nsys-rep; rep=/tmp/recipe-input.nsys-rep;; esac
         for r in nvtx_gpu_proj_sum nvtx_gpu_proj_trace cuda_gpu_kern_sum; do
-            timeout 120 nsys recipe "$r" --input "$rep" --output "traces/h200-hfc-sdpa-eager-$b/recipes/$r" \
+            timeout 120 nsys recipe "$r" --input "$rep" --output "traces/$P-hfc-sdpa-eager-$b/recipes/$r" \
                 2>&1 | tail -3 | tee -a "$LOG"
         done
     fi
-    [ -n "${NO_TWINS:-}" ] || pack hfc-eager "h200-hfc-sdpa-eager-$b" "h200-hfc-eager-eager-$b"
-    wb summary "h200-hfc-sdpa-compile-$b" --by step
-    wb summary "h200-hfc-sdpa-compile-$b" --by layer
-    wb diff "h200-hfc-eager-compile-$b" "h200-hfc-sdpa-compile-$b" --top 6
+    [ -n "${NO_TWINS:-}" ] || pack hfc-eager "$P-hfc-sdpa-eager-$b" "$P-hfc-eager-eager-$b"
+    wb summary "$P-hfc-sdpa-compile-$b" --by step
+    wb summary "$P-hfc-sdpa-compile-$b" --by layer
+    wb diff "$P-hfc-eager-compile-$b" "$P-hfc-sdpa-compile-$b" --top 6
 fi
 
 if [ "$PART" = hf2 ]; then  # the compiled pair under torch.profiler; the uninstrumented window
     for attn in sdpa eager; do
-        wb capture --backend torch --modules --name "h200-hfc-$attn-compile-torch" --force --quiet \
+        wb capture --backend torch --modules --name "$P-hfc-$attn-compile-torch" --force --quiet \
             -- python3 "$PROG" --attn "$attn" "${HF[@]}"
     done
-    pack hfc-compile-torch h200-hfc-sdpa-compile-torch h200-hfc-eager-compile-torch
+    pack hfc-compile-torch $P-hfc-sdpa-compile-torch $P-hfc-eager-compile-torch
     if [ "$DEVICE" = cuda ]; then  # an engine nobody instrumented: no provenance, no module ranges,
         # the recording opened by the program after its graphs were captured
         for attn in sdpa eager; do
-            wb capture --backend nsys --no-provenance --windows --keep-raw --name "h200-hfc-$attn-compile-window-nsys" \
+            wb capture --backend nsys --no-provenance --windows --keep-raw --name "$P-hfc-$attn-compile-window-nsys" \
                 --force --quiet -- python3 "$PROG" --attn "$attn" --window "${HF[@]}"
         done
-        pack hfc-window h200-hfc-sdpa-compile-window-nsys h200-hfc-eager-compile-window-nsys
+        pack hfc-window $P-hfc-sdpa-compile-window-nsys $P-hfc-eager-compile-window-nsys
     fi
-    wb diff h200-hfc-eager-compile-torch h200-hfc-sdpa-compile-torch --top 6
+    wb diff $P-hfc-eager-compile-torch $P-hfc-sdpa-compile-torch --top 6
 fi
 
 if [ "$PART" = decoder ]; then
     for b in "${BACKENDS[@]}"; do
         for kv in unfused fused; do
             wb capture decoder --variant "kv_write=$kv" --engine compile --backend "$b" $(keep "$b") \
-                --name "h200-kvwrite-$kv-compile-$b" --device "$DEVICE" "${DEC[@]}" --force --quiet
+                --name "$P-kvwrite-$kv-compile-$b" --device "$DEVICE" "${DEC[@]}" --force --quiet
         done
-        pack "kvwrite-compile-$b" "h200-kvwrite-unfused-compile-$b" "h200-kvwrite-fused-compile-$b"
+        pack "kvwrite-compile-$b" "$P-kvwrite-unfused-compile-$b" "$P-kvwrite-fused-compile-$b"
+        [ -n "${NO_TWINS:-}" ] && continue
+        for kv in unfused fused; do  # the eager twins, on the same GPU
+            wb capture decoder --variant "kv_write=$kv" --engine eager --backend "$b" $(keep "$b") \
+                --name "$P-kvwrite-$kv-eager-$b" --device "$DEVICE" "${DEC[@]}" --force --quiet
+        done
+        pack "kvwrite-eager-$b" "$P-kvwrite-unfused-eager-$b" "$P-kvwrite-fused-eager-$b"
     done
-    wb summary "h200-kvwrite-unfused-compile-${BACKENDS[0]}" --by layer
-    wb diff "h200-kvwrite-unfused-compile-${BACKENDS[0]}" "h200-kvwrite-fused-compile-${BACKENDS[0]}" --top 6
+    wb summary "$P-kvwrite-unfused-compile-${BACKENDS[0]}" --by layer
+    wb diff "$P-kvwrite-unfused-compile-${BACKENDS[0]}" "$P-kvwrite-fused-compile-${BACKENDS[0]}" --top 6
 fi
 if [ "$PART" = graphs-torch ]; then
     echo "\$ python3 benchmarks/graph_probe.py --kineto /tmp/kineto-graph-probe.json" | tee -a "$LOG"
@@ -112,10 +125,10 @@ if [ "$PART" = graphs-torch ]; then
     wb summary /tmp/kineto-graph-probe.json --by path
     for kv in unfused fused; do
         wb capture decoder --variant "kv_write=$kv" --engine cudagraph --backend torch --keep-raw \
-            --name "h200-kvwrite-$kv-cudagraph-torch" --device "$DEVICE" "${DEC[@]}" --force --quiet
+            --name "$P-kvwrite-$kv-cudagraph-torch" --device "$DEVICE" "${DEC[@]}" --force --quiet
     done
-    pack kvwrite-cudagraph-torch h200-kvwrite-unfused-cudagraph-torch h200-kvwrite-fused-cudagraph-torch
-    wb summary h200-kvwrite-unfused-cudagraph-torch --by layer
+    pack kvwrite-cudagraph-torch $P-kvwrite-unfused-cudagraph-torch $P-kvwrite-fused-cudagraph-torch
+    wb summary $P-kvwrite-unfused-cudagraph-torch --by layer
 fi
 cp "$LOG" "$OUT/" 2>/dev/null
 ls -la "$OUT" | tee -a "$LOG"

@@ -61,6 +61,7 @@ class _Graph:
     stacks: dict | None = None
     frame: dict = field(default_factory=dict)
     owner: str | None = None  # the class of the compiled frame's first argument, an nn.Module
+    views: set = field(default_factory=set)  # nodes that only view a tensor (no work of their own)
 
 
 def _frame_owner(modules: dict) -> str | None:
@@ -198,12 +199,24 @@ class CompilerRecorder:
 
         cid = torch._guards.CompileContext.current_compile_id()
         stacks = {}
+        wrapped: dict[str, int] = {}
         for node in graph.nodes:
             stack = node.meta.get("nn_module_stack")
-            if stack:
-                stacks[node.name] = [(str(path), getattr(cls, "__name__", str(cls))) for path, cls in stack.values()]
+            if not stack:
+                continue
+            stacks[node.name] = [(str(path), getattr(cls, "__name__", str(cls))) for path, cls in stack.values()]
+            # A mutating custom op reaches this pass wrapped (auto_functionalized); inductor
+            # calls it after the pass through a node it makes then, with no module stack, named
+            # by the op (``kv_write_fused_default``, ``..._1``): that name gets the wrapper's stack,
+            # or the op would be counted in the modules of its input views.
+            op = node.args[0] if str(node.target).startswith("auto_functionalized") and node.args else None
+            if hasattr(op, "_opname") and hasattr(op, "_overloadname"):
+                base = f"{op._opname}_{op._overloadname}"
+                k = wrapped[base] = wrapped.get(base, -1) + 1
+                stacks.setdefault(base if k == 0 else f"{base}_{k}", stacks[node.name])
         g = self._current(str(cid), "modules")
         g.modules = stacks
+        g.views = {node.name for node in graph.nodes if getattr(node.target, "is_view", False)}
         g.owner = _frame_owner(stacks)
 
     def _record(self, meta: dict, payload) -> None:
@@ -308,7 +321,10 @@ def _sites(graph_id: str, g: _Graph) -> list[dict]:
     calls = []
     for call, kernel, key, nodes in sorted(keyed):
         paths = []
-        for n in nodes if isinstance(nodes, list) else []:
+        nodes = nodes if isinstance(nodes, list) else []
+        # Views a call reads through (an extern call's sliced inputs) do no work: a call is
+        # counted where its work's nodes are, the views' only where it has nothing else.
+        for n in [n for n in nodes if n not in g.views] or nodes:
             stack = g.modules.get(n)
             if stack:
                 rel = _relative(stack[-1][0])[1]

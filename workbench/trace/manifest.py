@@ -174,10 +174,14 @@ def graph_note(meta) -> str | None:
     if not rest:
         return f"{n} CUDA-graph kernels: " + ", ".join(parts)
     fmt = source_format(meta)
-    why = ("torch.profiler gives no capture-time ranges for graph nodes; capture with --backend nsys"
-           if fmt.startswith("kineto") or fmt == "chrome" else
-           "no range was open where the trace holds their graph's capture, or it does not hold the capture: record "
-           "it inside the recorded window (nsys --cuda-graph-trace=node), with ranges open around it")
+    kineto = fmt.startswith("kineto") or fmt == "chrome"
+    why = ("no range was open where the trace holds their graph's capture, or it does not hold the capture: record "
+           "it inside the recorded window" + ("" if kineto else " (nsys --cuda-graph-trace=node)")
+           + ", with ranges open around it")
+    ambiguous = min(rest, int(section(meta, GRAPH_KERNELS).get("ambiguous", 0) or 0))
+    if ambiguous:  # torch.profiler: replays matched to captures by size (assemble/captured_launches.py)
+        why = (f"{ambiguous} in replays that match several captured graphs of their size, as torch.profiler does not "
+               "record which graph a launch replays" + ("" if ambiguous == rest else f"; the rest: {why}"))
     head = f"{n} CUDA-graph kernels: " + ", ".join(parts) + f", {rest}" if parts else f"{n} CUDA-graph kernels"
     return f"{head} only under the range around their graph launch ({why})"
 

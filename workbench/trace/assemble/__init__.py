@@ -16,6 +16,7 @@ from ..schema import REQUIRED, SCHEMA, TABLES, RawTables, Trace, empty_table, se
 from ..compiled import compiled_note, inductor_kernels, sites_frame
 from .attribution import attribute, innermost_ranges
 from .compiled_runs import compiled_ranges
+from .captured_launches import captured_nodes
 from .graph_ranges import capture_ranges, merged
 from .launches import graph_launched, join_launches, merge_names
 from .nesting import nested
@@ -59,6 +60,19 @@ def build(raw: RawTables, where: str, options: ImportOptions = DEFAULT) -> Trace
         out["kernels"] = kernels = typed("kernels", out["kernels"], where, columns)
         out["ranges"], parent, depth, timelines = nesting.result()
         set_column(kernels, "range_id", innermost_ranges(kernels, out["ranges"], timelines))
+        names = None
+        if match is not None:
+            names = pool.submit(merge_names, kernels["launch_api"], out["api"]["name"], *match)
+            graph = graph_launched(kernels["launch_api"], out["api"]["name"], *match)
+            if graph is not None:
+                set_column(kernels, "graph", kernels["graph"].to_numpy() | graph)
+        ambiguous = 0
+        if node_of is None and match is not None:
+            # No node per kernel (torch.profiler): the launches recorded at capture stand in.
+            found = captured_nodes(kernels, kernels["graph"].to_numpy(), out["ranges"], timelines, out["api"],
+                                   match[1])
+            if found is not None:
+                node_of, nodes, ambiguous = found
         graphs = None
         if node_of is not None:
             ranges, range_id, graphs = capture_ranges(kernels, node_of, out["ranges"], timelines, out["api"],
@@ -67,12 +81,6 @@ def build(raw: RawTables, where: str, options: ImportOptions = DEFAULT) -> Trace
                 out["ranges"] = ranges
                 parent, depth = ranges["parent"].to_numpy(), ranges["depth"].to_numpy()
                 set_column(kernels, "range_id", range_id)
-        names = None
-        if match is not None:
-            names = pool.submit(merge_names, kernels["launch_api"], out["api"]["name"], *match)
-            graph = graph_launched(kernels["launch_api"], out["api"]["name"], *match)
-            if graph is not None:
-                set_column(kernels, "graph", kernels["graph"].to_numpy() | graph)
         compiled = None
         if sites is not None and len(sites):
             ranges, range_id, compiled = compiled_ranges(kernels, out["ranges"], sites)
@@ -115,6 +123,8 @@ def build(raw: RawTables, where: str, options: ImportOptions = DEFAULT) -> Trace
     if n_graph:  # how they were attributed, in the manifest too
         meta[GRAPH_KERNELS] = {"kernels": n_graph, "by_capture": graphs["by_capture"] if graphs else 0,
                                "by_compiler": int((compiled or {}).get("graph_kernels", 0))}
+        if ambiguous:
+            meta[GRAPH_KERNELS]["ambiguous"] = ambiguous
         meta[GRAPH_KERNELS]["note"] = graph_note(meta)
     return Trace(tables, meta, sites=sites if sites is not None and len(sites) else None)
 

@@ -52,7 +52,7 @@ def capture_ranges(kernels: pd.DataFrame, node_of: np.ndarray, ranges: pd.DataFr
     chain_ids: dict[tuple, int] = {}
     uniq, inverse = np.unique(made, return_inverse=True)
     chain_of = np.array([chain_ids.setdefault(c, len(chain_ids))
-                         for c in _chains(nodes.iloc[uniq], ranges, timelines, api)], dtype=np.int64)[inverse]
+                         for c in capture_chains(nodes.iloc[uniq], ranges, timelines, api)], dtype=np.int64)[inverse]
     chains = list(chain_ids)
     inner = np.array([len(c) > 0 for c in chains])[chain_of]
     graph, chain_of = graph[inner], chain_of[inner]
@@ -112,7 +112,7 @@ def _creations(pid: np.ndarray, node: np.ndarray, nodes: pd.DataFrame) -> np.nda
     return np.where(at >= 0, made[keep][np.maximum(at, 0)], -1)
 
 
-def _chains(created: pd.DataFrame, ranges: pd.DataFrame, timelines: dict, api: pd.DataFrame) -> list[tuple]:
+def capture_chains(created: pd.DataFrame, ranges: pd.DataFrame, timelines: dict, api: pd.DataFrame) -> list[tuple]:
     """For each creation event, the ids of the ranges open on its thread then and opened
     after the capture began there, outermost first (empty: no capture begin recorded, or no
     range of its own)."""
