@@ -59,6 +59,9 @@ def test_per_layer_kv_write_work_units(traces):
     fused = analysis.summary(traces[("fused", "compile")], by="layer")
     kv = fused[fused["range"] == "kv_write"]
     assert sorted(kv["layer"]) == list(range(SMALL["layers"])) and set(kv["kernels"]) == {2}  # 1 per step
+    sites = traces[("fused", "compile")].sites
+    calls = sites[sites["kernel"].astype(str).str.contains("kv_write_fused")].sort_values("call")
+    assert list(calls["module"]) == [f"layer.{i}.kv_write" for i in range(SMALL["layers"])]  # each its own layer's
     eager = analysis.launches_per_step(traces[("unfused", "eager")], phase="decode")["kernels"]
     compiled = analysis.launches_per_step(traces[("unfused", "compile")], phase="decode")["kernels"]
     assert len(compiled) == 2 and compiled.max() < eager.min()

@@ -62,6 +62,11 @@ class _Graph:
     frame: dict = field(default_factory=dict)
     owner: str | None = None  # the class of the compiled frame's first argument, an nn.Module
     views: set = field(default_factory=set)  # nodes that only view a tensor (no work of their own)
+    # Mutating custom ops reach the module pass wrapped (auto_functionalized): (the wrapper's
+    # input nodes, its module stack), in graph order. Inductor calls the op after the pass
+    # through a node it makes then, with no module stack: a call site listing such a node gets
+    # the stack of the wrapper that read the same inputs (see ``_stack``).
+    wrapped: list = field(default_factory=list)
 
 
 def _frame_owner(modules: dict) -> str | None:
@@ -198,25 +203,18 @@ class CompilerRecorder:
         import torch
 
         cid = torch._guards.CompileContext.current_compile_id()
-        stacks = {}
-        wrapped: dict[str, int] = {}
+        stacks, wrapped = {}, []
         for node in graph.nodes:
             stack = node.meta.get("nn_module_stack")
             if not stack:
                 continue
             stacks[node.name] = [(str(path), getattr(cls, "__name__", str(cls))) for path, cls in stack.values()]
-            # A mutating custom op reaches this pass wrapped (auto_functionalized); inductor
-            # calls it after the pass through a node it makes then, with no module stack, named
-            # by the op (``kv_write_fused_default``, ``..._1``): that name gets the wrapper's stack,
-            # or the op would be counted in the modules of its input views.
-            op = node.args[0] if str(node.target).startswith("auto_functionalized") and node.args else None
-            if hasattr(op, "_opname") and hasattr(op, "_overloadname"):
-                base = f"{op._opname}_{op._overloadname}"
-                k = wrapped[base] = wrapped.get(base, -1) + 1
-                stacks.setdefault(base if k == 0 else f"{base}_{k}", stacks[node.name])
+            if str(node.target).startswith("auto_functionalized"):
+                wrapped.append((frozenset(n.name for n in node.all_input_nodes), stacks[node.name]))
         g = self._current(str(cid), "modules")
         g.modules = stacks
         g.views = {node.name for node in graph.nodes if getattr(node.target, "is_view", False)}
+        g.wrapped = wrapped
         g.owner = _frame_owner(stacks)
 
     def _record(self, meta: dict, payload) -> None:
@@ -325,7 +323,7 @@ def _sites(graph_id: str, g: _Graph) -> list[dict]:
         # Views a call reads through (an extern call's sliced inputs) do no work: a call is
         # counted where its work's nodes are, the views' only where it has nothing else.
         for n in [n for n in nodes if n not in g.views] or nodes:
-            stack = g.modules.get(n)
+            stack = g.modules.get(n) or _stack_of_wrapped(g, nodes)
             if stack:
                 rel = _relative(stack[-1][0])[1]
                 paths.append(rel[len(root):].lstrip(".") if root and (rel == root or rel.startswith(root + ".")) else rel)
@@ -337,6 +335,14 @@ def _sites(graph_id: str, g: _Graph) -> list[dict]:
              "crosses_layers": len(layers) > 1, "root": run, "source": _source(g.stacks, key),
              "function": str(g.frame.get("co_name") or "")}
             for i, (call, kernel, key, paths, layers) in enumerate(calls)]
+
+
+def _stack_of_wrapped(g: _Graph, nodes: list) -> list | None:
+    """The module stack of the wrapped custom op whose inputs are most among a call site's
+    nodes (None: none shares any): the stack of a node inductor made after the module pass."""
+    listed = set(nodes)
+    best = max(g.wrapped, key=lambda w: len(w[0] & listed), default=None)
+    return best[1] if best is not None and best[0] & listed else None
 
 
 def _neighbours(layers: list[set[str]]) -> list[list[str]]:

@@ -44,8 +44,9 @@ from .graph_ranges import merged
 DOMAIN = "compiled"
 # A generated C++ kernel records itself to the profiler as graph_<n>_<name>.
 _CPP_PREFIX = re.compile(r"^graph_\d+_")
-# Library kernels that finish the call before them rather than start one.
-_CONTINUES = re.compile(r"splitKreduce|split_k_reduce|_reduce_kernel|reduce_kernel|Reduce", re.IGNORECASE)
+# Library kernels that finish the call before them rather than start one (cuBLAS split-K
+# reduces, cuDNN attention's reduction after its fused kernel).
+_CONTINUES = re.compile(r"splitKreduce|split_k_reduce|_reduce_kernel|reduce_kernel|Reduce|lean_reduction", re.IGNORECASE)
 _SELECTED = [re.compile(p) for p in MODULE_RANGES]
 
 
