@@ -65,11 +65,16 @@ def test_accessors_on_a_real_nsys_capture():
 
 
 def test_graph_kernels_of_a_torch_profiler_cudagraph_capture():
+    # Graphs captured before the recording opened: nothing to match the replays to.
     meta = load(GRAPHS).meta
     n, by_capture = m.graph_counts(meta)
     assert n > 0 and by_capture == 0
     assert m.graph_note(meta).startswith(f"{n} CUDA-graph kernels only under the range around their graph launch")
-    assert "torch.profiler gives no capture-time ranges" in m.graph_note(meta)
+    assert "record it inside the recorded window, with ranges open around it" in m.graph_note(meta)
+    # Captured again inside it: every replayed kernel in a range of its own at capture gets it.
+    meta = load(GRAPHS.parent / "h100-kvwrite-unfused-cudagraph-torch").meta
+    assert m.graph_counts(meta) == (705, 702)
+    assert m.graph_note(meta).startswith("705 CUDA-graph kernels: 702 under the ranges open at their capture, 3 only")
 
 
 @pytest.mark.parametrize("wrong", WRONG)
