@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+import workbench as wb  # noqa: E402
 from workbench import analysis, engines, workloads
 from workbench.capturing import run  # noqa: E402
 from workbench.capturing import capture  # noqa: E402
@@ -118,6 +119,25 @@ def test_compile_engine_static_cache():
     logits, tokens = run.generate(built, STEPS, keep=True)
     assert run.compare(ref_logits, ref_tokens, logits, tokens, "float32")["equal"]
     assert built.instance.module_ranges is None  # removed: a compiled graph opens no ranges
+
+
+@pytest.mark.slow
+def test_compile_engine_capture_has_per_layer_rows(tmp_path):
+    # The decode step compiled whole opens no range: the compiler's provenance puts each kernel
+    # in the module it computes, so every layer has the eager capture's module labels.
+    argv = ["--root", str(tmp_path), "capture", "hf", "--device", "cpu", "--engine", "compile", "--backend", "torch",
+            "--steps", str(STEPS), "--repeats", "1", "--warmup", "1", "--quiet", "--name", "compiled",
+            "--variant", "cache=static"]
+    for key, value in TINY.items():
+        argv += ["--variant", f"{key}={value}"]
+    assert main(argv) == 0
+    trace = wb.open_trace("compiled", root=tmp_path)
+    layers = analysis.summary(trace, by="layer")
+    for label in ("self_attn", "mlp"):
+        assert sorted(layers[layers["range"] == label]["layer"]) == list(range(TINY["layers"])), label
+    steps = analysis.launches_per_step(trace, phase="decode")
+    assert len(steps) == STEPS
+    assert "compiled code" in trace.meta["compiled"]["note"]
 
 
 def _one_line_exit_2(tmp_path, capsys, argv, message):
