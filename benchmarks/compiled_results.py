@@ -16,6 +16,8 @@ PAIRS = [  # (what, eager twin, compiled)
     ("transformers generate(), attn eager, nsys", "h200-hfc-eager-eager-nsys", "h200-hfc-eager-compile-nsys"),
     ("decoder, kv_write unfused, torch", "h200-kvwrite-unfused-eager-torch", "h200-kvwrite-unfused-compile-torch"),
     ("decoder, kv_write fused, torch", "h200-kvwrite-fused-eager-torch", "h200-kvwrite-fused-compile-torch"),
+    ("decoder, kv_write unfused, nsys", "h200-kvwrite-unfused-eager-nsys", "h200-kvwrite-unfused-compile-nsys"),
+    ("decoder, kv_write fused, nsys", "h200-kvwrite-fused-eager-nsys", "h200-kvwrite-fused-compile-nsys"),
 ]
 
 

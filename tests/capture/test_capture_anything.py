@@ -131,6 +131,32 @@ def test_record_block_and_profile_call_diff_and_report(root, tmp_path):
     assert "wb.profile_call(" in text and "call" in text
 
 
+def test_a_record_block_keeps_the_ranges_of_every_thread(root):
+    # nsys records every thread; torch.profiler, by default, only the one that started it. A
+    # serving loop or a graph capture on a worker thread keeps its ranges.
+    import threading
+
+    lin = torch.nn.Linear(8, 8)
+
+    def worker():
+        with wb.annotate("worker_step"):
+            lin(torch.randn(2, 8))
+
+    with wb.record("threads", root=root, progress=False) as rec:
+        with wb.annotate("main_step"):
+            lin(torch.randn(2, 8))
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+    ranges = rec.trace.ranges
+    names = set(ranges["name"].astype(str))
+    assert {"main_step", "worker_step"} <= names
+    tids = dict(zip(ranges["name"].astype(str), ranges["tid"]))
+    assert tids["main_step"] != tids["worker_step"]
+    layers = wb.summary(rec.trace, by="range")
+    assert int(layers.loc[layers["range"] == "worker_step", "kernels"].iloc[0]) > 0  # its ops, as work units
+
+
 def test_failures_are_one_line_and_store_nothing(root):
     before = set(os.listdir(root))
     cases = [

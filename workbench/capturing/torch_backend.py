@@ -60,8 +60,9 @@ class TorchRecorder:
             self.cuda = torch.cuda.is_available()
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         # One start/stop cycle per recorder: keeping its events (acc_events) is the same data
-        # without torch's warning that a cycle's events are cleared.
-        self._prof = profile(activities=activities, acc_events=True)
+        # without torch's warning that a cycle's events are cleared. Ranges on every thread, as
+        # nsys records them: a serving loop or a graph capture on a worker thread keeps its own.
+        self._prof = profile(activities=activities, acc_events=True, **_all_threads())
         self._ranges = torch_ranges()
         self._ranges.__enter__()
         with quiet_profiler_stderr():
@@ -81,6 +82,17 @@ class TorchRecorder:
         finally:
             self._ranges.__exit__(None, None, None)
         prof.export_chrome_trace(str(self.out))
+
+
+def _all_threads() -> dict:
+    """The profiler option that records ops and ranges on every thread, where this torch has it
+    (``profile_all_threads``; without it only the thread that starts the profiler is seen)."""
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+
+        return {"experimental_config": _ExperimentalConfig(profile_all_threads=True)}
+    except (ImportError, TypeError):
+        return {}
 
 
 def capture(spec: dict, workdir: Path) -> tuple[Path, dict, list[str] | None]:
