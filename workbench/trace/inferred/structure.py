@@ -30,6 +30,7 @@ import pandas as pd
 
 from ..schema import Trace
 from .names import tokens
+from .replays import replay_steps
 from .periods import WINDOW, anchored_layers, layer_block, mismatch, step_period
 
 # Exactly repeating blocks that cover less of a step than this are no layers (a few layers
@@ -188,6 +189,12 @@ def _starts(tok: np.ndarray, b: np.ndarray, period: int, room) -> np.ndarray:
 
 def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None):
     b, strong, evidence = _boundary(c)
+    replays = replay_steps(strong, c["graph"].astype(bool)) if evidence == "graph launches" else None
+    if replays is not None:  # one graph replay a step: the steps are the replays
+        starts, ends = replays
+        period = int(np.median(ends - starts))
+        miss = mismatch(tok[starts[0]: starts[0] + WINDOW], period)
+        return _label(tok, b, starts, ends, period, miss, evidence, hint, replayed=True)
     if evidence == "graph launches" and len(strong) > 1 and strong[0] > 0:
         # Decode steps replayed as CUDA graphs: what runs before the first replay (prefill, a
         # compiler's warm-up and autotuning launches) is in no step, and left out of the search.
@@ -223,8 +230,16 @@ def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None):
     starts = _starts(tok, b, period, room)
     if not len(starts):
         return None
+    ends = np.minimum(np.r_[starts[1:], starts[-1] + period], len(tok))
+    return _label(tok, b, starts, ends, period, miss, evidence, hint, replayed=False)
+
+
+def _label(tok: np.ndarray, b: np.ndarray, starts: np.ndarray, ends: np.ndarray, period: int, miss: float,
+           evidence: str, hint: int | None, replayed: bool):
+    """Per kernel its step and layer, and what they rest on, given the steps' ``starts`` and
+    ``ends``; ``replayed``: each step is one graph replay (its first kernel starts its first
+    layer: the replay begins at the model's forward)."""
     n = len(tok)
-    ends = np.minimum(np.r_[starts[1:], starts[-1] + period], n)
     lengths = ends - starts
     step = np.full(n, -1, np.int64)
     idx = np.repeat(np.arange(len(starts)), lengths)
@@ -241,7 +256,7 @@ def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None):
     for key in np.argsort(-counts, kind="stable")[:64]:
         i = int(np.flatnonzero(inverse == key)[0])
         s = tok[starts[i]: ends[i]]
-        of_pos, block, count = _layer_map(s, hint, b[starts[i]: ends[i]])
+        of_pos, block, count = _layer_map(s, hint, b[starts[i]: ends[i]], replayed)
         blocks_seen.append((int(counts[key]) * len(s), block, count))
         sel = inverse[idx] == key
         layer[pos[sel]] = of_pos[rel[sel]]
@@ -281,14 +296,20 @@ def _rotation(s: np.ndarray, b: np.ndarray, a: int, block: int, count: int) -> i
     return a
 
 
-def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray) -> tuple[np.ndarray, int, int]:
+def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, replayed: bool = False) -> tuple[np.ndarray, int, int]:
     """Per position of one step's tokens: its layer (-1: prologue or epilogue); the kernels per
-    layer and the layers. ``b``: each position's boundary strength."""
+    layer and the layers. ``b``: each position's boundary strength; ``replayed``: the step is
+    one graph replay (:func:`.periods.anchored_layers`)."""
     of_pos = np.full(len(s), -1, np.int64)
     found = layer_block(s, hint)
     exact = found is not None and found[1] * found[2] >= COVERED * len(s) and (not hint or found[2] in (hint, hint // 2))
-    anchored = None if exact else anchored_layers(s, hint)
-    if anchored is not None:  # no block repeats exactly: layers by their anchors
+    anchored = anchored_layers(s, hint, replayed) if not exact or not hint else None
+    if exact and anchored is not None and (anchored[2] <= found[2] or anchored[2] % found[2]):
+        anchored = None
+    # Layers by their anchors where no block repeats exactly, or where each exact block holds
+    # several layers' anchors alike (compiled code whose first of every few layers does one
+    # launch more: the block that repeats is those few layers).
+    if anchored is not None:
         cuts, block, count = anchored
         for j in range(count):
             of_pos[cuts[j]: cuts[j + 1]] = j
