@@ -24,7 +24,7 @@ from helpers import TRACES
 # prologue and every layer, with no gaps in a replay to say which reading is right; and the
 # compiled captures (transformers' generate(), the decoder's compile engine), whose decode step
 # is one graph of inductor's fused kernels, with autotuning launches before it (not solved yet).
-NOT_YET = ("h200-user-", "ref-h200-", "h200-hf-attn-sdpa-static-cudagraph-nsys", "h200-hfc-sdpa-compile",
+NOT_YET = ("h200-user-", "ref-h200-", "h200-hfc-sdpa-compile",
            "h200-hfc-eager-compile", "h200-hfc-eager-eager-nsys")
 
 

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..schema import Trace
-from .names import tokens
+from .names import pointwise, tokens
 from .replays import replay_steps
 from .periods import WINDOW, anchored_layers, layer_block, mismatch, step_period
 
@@ -73,14 +73,15 @@ def infer_kernels(k: pd.DataFrame, layers: int | None = None) -> Structure:
     out = Structure(np.full(n, -1, np.int64), np.full(n, -1, np.int64))
     if not n:
         return out
-    tok, _ = tokens(k["name"])
+    tok, texts = tokens(k["name"])
+    point = pointwise(texts)
     group = gpus(k)
     order = np.lexsort((k["start"].to_numpy(), group))
     bounds = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1], True])
     best = None
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         rows = order[lo:hi]
-        found = _one_gpu(tok[rows], _cols(k, rows), layers)
+        found = _one_gpu(tok[rows], _cols(k, rows), layers, point)
         if found is None:
             continue
         step, layer, info = found
@@ -187,19 +188,21 @@ def _starts(tok: np.ndarray, b: np.ndarray, period: int, room) -> np.ndarray:
     return np.asarray(out, np.int64)
 
 
-def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None):
+def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None, point: np.ndarray):
+    """Steps and layers of one GPU's tokens ``tok`` (columns ``c``); ``point``: per token, a
+    pointwise kernel's (:func:`.names.pointwise`)."""
     b, strong, evidence = _boundary(c)
     replays = replay_steps(strong, c["graph"].astype(bool)) if evidence == "graph launches" else None
     if replays is not None:  # one graph replay a step: the steps are the replays
         starts, ends = replays
         period = int(np.median(ends - starts))
         miss = mismatch(tok[starts[0]: starts[0] + WINDOW], period)
-        return _label(tok, b, starts, ends, period, miss, evidence, hint, replayed=True)
+        return _label(tok, b, starts, ends, period, miss, evidence, hint, point, replayed=True)
     if evidence == "graph launches" and len(strong) > 1 and strong[0] > 0:
         # Decode steps replayed as CUDA graphs: what runs before the first replay (prefill, a
         # compiler's warm-up and autotuning launches) is in no step, and left out of the search.
         lo = int(strong[0])
-        found = _one_gpu(tok[lo:], {key: v[lo:] for key, v in c.items()}, hint)
+        found = _one_gpu(tok[lo:], {key: v[lo:] for key, v in c.items()}, hint, point)
         if found is None:
             return None
         step, layer, info = found
@@ -231,11 +234,11 @@ def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None):
     if not len(starts):
         return None
     ends = np.minimum(np.r_[starts[1:], starts[-1] + period], len(tok))
-    return _label(tok, b, starts, ends, period, miss, evidence, hint, replayed=False)
+    return _label(tok, b, starts, ends, period, miss, evidence, hint, point, replayed=False)
 
 
 def _label(tok: np.ndarray, b: np.ndarray, starts: np.ndarray, ends: np.ndarray, period: int, miss: float,
-           evidence: str, hint: int | None, replayed: bool):
+           evidence: str, hint: int | None, point: np.ndarray, replayed: bool):
     """Per kernel its step and layer, and what they rest on, given the steps' ``starts`` and
     ``ends``; ``replayed``: each step is one graph replay (its first kernel starts its first
     layer: the replay begins at the model's forward)."""
@@ -256,7 +259,7 @@ def _label(tok: np.ndarray, b: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     for key in np.argsort(-counts, kind="stable")[:64]:
         i = int(np.flatnonzero(inverse == key)[0])
         s = tok[starts[i]: ends[i]]
-        of_pos, block, count = _layer_map(s, hint, b[starts[i]: ends[i]], replayed)
+        of_pos, block, count = _layer_map(s, hint, b[starts[i]: ends[i]], point, replayed)
         blocks_seen.append((int(counts[key]) * len(s), block, count))
         sel = inverse[idx] == key
         layer[pos[sel]] = of_pos[rel[sel]]
@@ -278,25 +281,31 @@ def _label(tok: np.ndarray, b: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                          "confidence": float(conf), "rests_on": rests}
 
 
-def _rotation(s: np.ndarray, b: np.ndarray, a: int, block: int, count: int) -> int:
+def _rotation(s: np.ndarray, b: np.ndarray, a: int, block: int, count: int, point: np.ndarray) -> int:
     """Where the layers start, given the run's start ``a``. A kernel that ends every layer and
     the prologue too (a residual add, a cast) starts the run one kernel early; one that starts
     every layer and the epilogue too, one late: from the tokens alone the two readings are the
     same. Where one kernel more fits (the kernel after the last block is the run's first, or
     the one before it the last block's last), the start is chosen by the gap before it, the
     median over the layers (the host enters each layer's code), ``a`` unless the other is
-    larger by half again; a graph replays with no such gaps, and keeps ``a``."""
+    larger by half again. Where neither gap stands out (a graph replays with no gaps), the
+    run's first kernel says it: a pointwise one (``point``: the residual add that ends every
+    layer, after the embedding's) starts the layers one later; another (a norm, which starts
+    every layer and the final norm too) keeps ``a``."""
     end = a + block * count
     options = [o for o, fits in ((1, end < len(s) and s[a] == s[end]), (-1, a > 0 and s[a - 1] == s[end - 1])) if fits]
     here = float(np.median(b[a: end: block]))
+    told = False
     for o in options:
         there = float(np.median(b[a + o: end + o: block]))
         if there > 1.5 * here and there < 1e17:
             return a + o
-    return a
+        told |= here > 1.5 * there
+    return a + 1 if 1 in options and not told and point[s[a]] else a
 
 
-def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, replayed: bool = False) -> tuple[np.ndarray, int, int]:
+def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, point: np.ndarray,
+               replayed: bool = False) -> tuple[np.ndarray, int, int]:
     """Per position of one step's tokens: its layer (-1: prologue or epilogue); the kernels per
     layer and the layers. ``b``: each position's boundary strength; ``replayed``: the step is
     one graph replay (:func:`.periods.anchored_layers`)."""
@@ -317,7 +326,7 @@ def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, replayed: bool = 
     if found is None:
         return of_pos, 0, 0
     a, block, count = found
-    a = _rotation(s, b, a, block, count)
+    a = _rotation(s, b, a, block, count, point)
     cuts = [a + j * block for j in range(count + 1)]
     if hint and hint == 2 * count:  # period two: each block holds two layers
         first = s[a: a + block]
