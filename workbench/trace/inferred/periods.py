@@ -102,7 +102,8 @@ def layer_block(s: np.ndarray, blocks: int | None = None, longest: int | None = 
     return a, L, cov // L
 
 
-def anchored_layers(s: np.ndarray, layers: int | None = None, replayed: bool = False) -> tuple[np.ndarray, int, int] | None:
+def anchored_layers(s: np.ndarray, layers: int | None = None,
+                    replayed: bool = False) -> tuple[np.ndarray, int, int] | None:
     """``(cuts, block, count)``: the layers of one step's tokens ``s`` found by their anchors,
     where no block repeats exactly (compiled code: a fusion that swallows one kernel more in
     every fourth layer, generated kernels whose layers differ by one launch). ``cuts``: the

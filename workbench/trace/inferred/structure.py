@@ -2,7 +2,10 @@
 
 Per GPU (each ``(pid, device)``, kernels in start order, one token per kernel: :mod:`.names`):
 
-1. **Steps.** The stream's step period ``P`` (:func:`.periods.step_period`). A step starts
+1. **Steps.** Where one CUDA graph of one size is replayed again and again (holding most of
+   the replayed kernels), each replay is a step (:func:`.replays.replay_steps`): a program
+   that captured its decode step replays it once a step. Else the stream's step period ``P``
+   (:func:`.periods.step_period`). A step starts
    where the evidence of a boundary is strongest at the same place of every period: a CUDA-graph
    launch's first kernel, else the GPU's idle gap before the kernel plus the host's gap before
    its launch (the host waits for the token between steps), the median over the periods. From
@@ -15,7 +18,10 @@ Per GPU (each ``(pid, device)``, kernels in start order, one token per kernel: :
    kernels before the first block and after the last are the step's prologue and epilogue (in
    the step, in no layer). A hint of ``layers`` blocks prefers the block that repeats that many
    times, or splits each block in two where half as many repeat (a hybrid whose period is two
-   layers), at the place the block's first kernel recurs nearest its middle.
+   layers), at the place the block's first kernel recurs nearest its middle. Where no block
+   repeats exactly, or each exact block holds several layers' anchors (compiled code whose
+   first of every few layers does one launch more), the layers are found by their anchors
+   (:func:`.periods.anchored_layers`).
 
 Nothing here reads a range: real ranges always win where a trace has them (:mod:`.ranges`
 puts the inferred ones only around kernels no real range holds).
