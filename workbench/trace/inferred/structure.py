@@ -287,15 +287,15 @@ def _label(tok: np.ndarray, b: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                          "confidence": float(conf), "rests_on": rests}
 
 
-def _rotation(s: np.ndarray, b: np.ndarray, a: int, block: int, count: int, point: np.ndarray) -> int:
+def _rotation(s: np.ndarray, b: np.ndarray, a: int, block: int, count: int, point: np.ndarray | None) -> int:
     """Where the layers start, given the run's start ``a``. A kernel that ends every layer and
     the prologue too (a residual add, a cast) starts the run one kernel early; one that starts
     every layer and the epilogue too, one late: from the tokens alone the two readings are the
     same. Where one kernel more fits (the kernel after the last block is the run's first, or
     the one before it the last block's last), the start is chosen by the gap before it, the
     median over the layers (the host enters each layer's code), ``a`` unless the other is
-    larger by half again. Where neither gap stands out (a graph replays with no gaps), the
-    run's first kernel says it: a pointwise one (``point``: the residual add that ends every
+    larger by half again. In a graph replay (``point`` given: none else), where neither gap
+    stands out (a replay runs with no host gaps), the run's first kernel says it: a pointwise one (``point``: the residual add that ends every
     layer, after the embedding's) starts the layers one later; another (a norm, which starts
     every layer and the final norm too) keeps ``a``."""
     end = a + block * count
@@ -307,7 +307,7 @@ def _rotation(s: np.ndarray, b: np.ndarray, a: int, block: int, count: int, poin
         if there > 1.5 * here and there < 1e17:
             return a + o
         told |= here > 1.5 * there
-    return a + 1 if 1 in options and not told and point[s[a]] else a
+    return a + 1 if 1 in options and not told and point is not None and point[s[a]] else a
 
 
 def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, point: np.ndarray,
@@ -332,7 +332,7 @@ def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, point: np.ndarray
     if found is None:
         return of_pos, 0, 0
     a, block, count = found
-    a = _rotation(s, b, a, block, count, point)
+    a = _rotation(s, b, a, block, count, point if replayed else None)
     cuts = [a + j * block for j in range(count + 1)]
     if hint and hint == 2 * count:  # period two: each block holds two layers
         first = s[a: a + block]
