@@ -93,10 +93,28 @@ def test_compiled_decoding_in_a_window_gets_every_decode_step_and_layer():
     assert (t.kernels["range_id"].to_numpy()[graph] >= 0).all()
 
 
+def test_compiled_decoding_with_eager_attention_gets_its_layers_and_diffs_per_layer(tmp_path):
+    # The same window with eager attention: more of inductor's kernels a layer, and each
+    # decode step still one graph replay. Imported as another tool's Chrome JSON (no ranges
+    # but a library's own), each side gets its 16 layers, and the diff compares them per layer.
+    for name, short in (("h200-hfc-eager-compile-window-nsys", "eager"), ("h200-hfc-sdpa-compile-window-nsys", "sdpa")):
+        wb.export_chrome(wb.open_trace(name), tmp_path / f"{short}.json")
+        run_cli("import", str(tmp_path / f"{short}.json"), "--name", short, root=tmp_path / "store")
+    t = wb.open_trace("eager", root=tmp_path / "store")
+    info = t.meta[INFERRED]
+    assert info["applied"] and (info["steps"], info["layers"], info["kernels_per_layer"]) == (7, 16, 20)
+    out = run_cli("summary", "eager", "--by", "layer", root=tmp_path / "store").stdout
+    assert "steps and layers INFERRED from the kernel stream" in out and "16 layers of 20 kernels" in out
+    out = run_cli("diff", "eager", "sdpa", root=tmp_path / "store").stdout
+    assert "inferred_layer in all 16 layers" in out and "kernels 20 -> 17.50 each" in out
+    assert "layer 1: inferred_layer 20->17" in out and "layer 15: inferred_layer 20->18" in out
+    assert "from the trace (A: 7 steps, B: 7 steps" in out
+
+
 def test_an_unsure_reading_adds_nothing_and_says_why():
-    # transformers' compiled decoding with eager attention: several graphs per decode step
-    # (graph breaks around the attention), no reading of steps the search can trust yet.
-    t = _no_ranges("h200-hfc-eager-compile-window-nsys", ImportOptions())
+    # The reference decoder's kernels alone: eight identical layers a step and nothing else, no
+    # gap telling a step from a layer (the --layers hint does): no reading the search can trust.
+    t = _no_ranges("ref-h200-kvwrite-fused-nsys", ImportOptions())
     assert t.meta[INFERRED]["applied"] is False
     assert len(t.ranges) == 0 and (t.kernels["range_id"] < 0).all()
     assert "no steps or layers inferred" in t.meta[INFERRED]["note"]

@@ -41,3 +41,9 @@ def tokens(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     per_cat = codes.astype(np.int64)
     raw = names.cat.codes.to_numpy().astype(np.int64)
     return per_cat[raw], np.asarray(uniq, dtype=object)
+
+
+def pointwise(texts: np.ndarray) -> np.ndarray:
+    """Per token text: whether its kernel is pointwise (an elementwise kernel of the framework's,
+    a generated pointwise one), the kind of a residual add or a cast; a norm is a reduction."""
+    return np.asarray([("elementwise" in str(t).lower()) or str(t).startswith("triton_poi") for t in texts], bool)

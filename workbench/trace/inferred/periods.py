@@ -102,7 +102,8 @@ def layer_block(s: np.ndarray, blocks: int | None = None, longest: int | None = 
     return a, L, cov // L
 
 
-def anchored_layers(s: np.ndarray, layers: int | None = None) -> tuple[np.ndarray, int, int] | None:
+def anchored_layers(s: np.ndarray, layers: int | None = None,
+                    replayed: bool = False) -> tuple[np.ndarray, int, int] | None:
     """``(cuts, block, count)``: the layers of one step's tokens ``s`` found by their anchors,
     where no block repeats exactly (compiled code: a fusion that swallows one kernel more in
     every fourth layer, generated kernels whose layers differ by one launch). ``cuts``: the
@@ -116,7 +117,8 @@ def anchored_layers(s: np.ndarray, layers: int | None = None) -> tuple[np.ndarra
     next layer's own kernels start after it: its norm and projections before its first
     anchor); the first layer starts as far before its first anchor as the others do, and what
     is after the last layer's last anchor is the step's epilogue. The layers must hold half
-    the step at least."""
+    the step at least. ``replayed``: the step is one graph replay, whose first kernel starts
+    the first layer (see :func:`replayed_cuts`)."""
     n = len(s)
     vals, counts = np.unique(s, return_counts=True)
     shared = np.unique(counts[counts >= 2], return_counts=True)
@@ -129,8 +131,33 @@ def anchored_layers(s: np.ndarray, layers: int | None = None) -> tuple[np.ndarra
         first, last = occ.min(axis=0), occ.max(axis=0)
         if not (last[:-1] < first[1:]).all():
             continue
-        lead = int(np.median(first[1:] - last[:-1] - 1))
-        cuts = np.r_[max(0, int(first[0]) - lead), last + 1].astype(np.int64)
+        cuts = replayed_cuts(s, first, last) if replayed else None
+        if cuts is None:
+            lead = int(np.median(first[1:] - last[:-1] - 1))
+            cuts = np.r_[max(0, int(first[0]) - lead), last + 1].astype(np.int64)
         if cuts[-1] - cuts[0] >= n / 2:
             return cuts, int(np.median(np.diff(cuts))), count
     return None
+
+
+def replayed_cuts(s: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray | None:
+    """The layer cuts of a step that is one graph replay, given each layer's first and last
+    anchor position: the replay starts at the model's forward, so its first kernel ``t``
+    starts the first layer (a compiler fuses the embedding into the first norm), and every
+    other layer starts at the ``t`` between the previous layer's last anchor and its own
+    first that is as far before that first as ``t`` is in the first layer (the norm before
+    the attention, not the one before the MLP). The last layer ends as far after its last
+    anchor as the others do, and takes one ``t`` more right there: a compiler that fuses each
+    layer's residual add into the next layer's norm fuses the last one's into the final norm.
+    None where a gap holds no ``t``."""
+    n, t, lead = len(s), s[0], int(first[0])
+    cuts = [0]
+    for j in range(1, len(first)):
+        at = np.flatnonzero(s[last[j - 1] + 1: first[j] + 1] == t) + last[j - 1] + 1
+        if not len(at):
+            return None
+        cuts.append(int(at[np.argmin(np.abs(first[j] - at - lead))]))
+    end = int(last[-1]) + 1 + int(np.median(np.asarray(cuts[1:]) - last[:-1] - 1))
+    if end < n and s[end] == t:
+        end += 1
+    return np.asarray(cuts + [min(end, n)], np.int64)

@@ -2,7 +2,10 @@
 
 Per GPU (each ``(pid, device)``, kernels in start order, one token per kernel: :mod:`.names`):
 
-1. **Steps.** The stream's step period ``P`` (:func:`.periods.step_period`). A step starts
+1. **Steps.** Where one CUDA graph of one size is replayed again and again (holding most of
+   the replayed kernels), each replay is a step (:func:`.replays.replay_steps`): a program
+   that captured its decode step replays it once a step. Else the stream's step period ``P``
+   (:func:`.periods.step_period`). A step starts
    where the evidence of a boundary is strongest at the same place of every period: a CUDA-graph
    launch's first kernel, else the GPU's idle gap before the kernel plus the host's gap before
    its launch (the host waits for the token between steps), the median over the periods. From
@@ -15,7 +18,10 @@ Per GPU (each ``(pid, device)``, kernels in start order, one token per kernel: :
    kernels before the first block and after the last are the step's prologue and epilogue (in
    the step, in no layer). A hint of ``layers`` blocks prefers the block that repeats that many
    times, or splits each block in two where half as many repeat (a hybrid whose period is two
-   layers), at the place the block's first kernel recurs nearest its middle.
+   layers), at the place the block's first kernel recurs nearest its middle. Where no block
+   repeats exactly, or each exact block holds several layers' anchors (compiled code whose
+   first of every few layers does one launch more), the layers are found by their anchors
+   (:func:`.periods.anchored_layers`).
 
 Nothing here reads a range: real ranges always win where a trace has them (:mod:`.ranges`
 puts the inferred ones only around kernels no real range holds).
@@ -29,7 +35,8 @@ import numpy as np
 import pandas as pd
 
 from ..schema import Trace
-from .names import tokens
+from .names import pointwise, tokens
+from .replays import replay_steps
 from .periods import WINDOW, anchored_layers, layer_block, mismatch, step_period
 
 # Exactly repeating blocks that cover less of a step than this are no layers (a few layers
@@ -72,14 +79,15 @@ def infer_kernels(k: pd.DataFrame, layers: int | None = None) -> Structure:
     out = Structure(np.full(n, -1, np.int64), np.full(n, -1, np.int64))
     if not n:
         return out
-    tok, _ = tokens(k["name"])
+    tok, texts = tokens(k["name"])
+    point = pointwise(texts)
     group = gpus(k)
     order = np.lexsort((k["start"].to_numpy(), group))
     bounds = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1], True])
     best = None
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         rows = order[lo:hi]
-        found = _one_gpu(tok[rows], _cols(k, rows), layers)
+        found = _one_gpu(tok[rows], _cols(k, rows), layers, point)
         if found is None:
             continue
         step, layer, info = found
@@ -186,13 +194,21 @@ def _starts(tok: np.ndarray, b: np.ndarray, period: int, room) -> np.ndarray:
     return np.asarray(out, np.int64)
 
 
-def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None):
+def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None, point: np.ndarray):
+    """Steps and layers of one GPU's tokens ``tok`` (columns ``c``); ``point``: per token, a
+    pointwise kernel's (:func:`.names.pointwise`)."""
     b, strong, evidence = _boundary(c)
+    replays = replay_steps(strong, c["graph"].astype(bool)) if evidence == "graph launches" else None
+    if replays is not None:  # one graph replay a step: the steps are the replays
+        starts, ends = replays
+        period = int(np.median(ends - starts))
+        miss = mismatch(tok[starts[0]: starts[0] + WINDOW], period)
+        return _label(tok, b, starts, ends, period, miss, evidence, hint, point, replayed=True)
     if evidence == "graph launches" and len(strong) > 1 and strong[0] > 0:
         # Decode steps replayed as CUDA graphs: what runs before the first replay (prefill, a
         # compiler's warm-up and autotuning launches) is in no step, and left out of the search.
         lo = int(strong[0])
-        found = _one_gpu(tok[lo:], {key: v[lo:] for key, v in c.items()}, hint)
+        found = _one_gpu(tok[lo:], {key: v[lo:] for key, v in c.items()}, hint, point)
         if found is None:
             return None
         step, layer, info = found
@@ -223,8 +239,16 @@ def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None):
     starts = _starts(tok, b, period, room)
     if not len(starts):
         return None
+    ends = np.minimum(np.r_[starts[1:], starts[-1] + period], len(tok))
+    return _label(tok, b, starts, ends, period, miss, evidence, hint, point, replayed=False)
+
+
+def _label(tok: np.ndarray, b: np.ndarray, starts: np.ndarray, ends: np.ndarray, period: int, miss: float,
+           evidence: str, hint: int | None, point: np.ndarray, replayed: bool):
+    """Per kernel its step and layer, and what they rest on, given the steps' ``starts`` and
+    ``ends``; ``replayed``: each step is one graph replay (its first kernel starts its first
+    layer: the replay begins at the model's forward)."""
     n = len(tok)
-    ends = np.minimum(np.r_[starts[1:], starts[-1] + period], n)
     lengths = ends - starts
     step = np.full(n, -1, np.int64)
     idx = np.repeat(np.arange(len(starts)), lengths)
@@ -241,7 +265,7 @@ def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None):
     for key in np.argsort(-counts, kind="stable")[:64]:
         i = int(np.flatnonzero(inverse == key)[0])
         s = tok[starts[i]: ends[i]]
-        of_pos, block, count = _layer_map(s, hint, b[starts[i]: ends[i]])
+        of_pos, block, count = _layer_map(s, hint, b[starts[i]: ends[i]], point, replayed)
         blocks_seen.append((int(counts[key]) * len(s), block, count))
         sel = inverse[idx] == key
         layer[pos[sel]] = of_pos[rel[sel]]
@@ -263,32 +287,44 @@ def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None):
                          "confidence": float(conf), "rests_on": rests}
 
 
-def _rotation(s: np.ndarray, b: np.ndarray, a: int, block: int, count: int) -> int:
+def _rotation(s: np.ndarray, b: np.ndarray, a: int, block: int, count: int, point: np.ndarray | None) -> int:
     """Where the layers start, given the run's start ``a``. A kernel that ends every layer and
     the prologue too (a residual add, a cast) starts the run one kernel early; one that starts
     every layer and the epilogue too, one late: from the tokens alone the two readings are the
     same. Where one kernel more fits (the kernel after the last block is the run's first, or
     the one before it the last block's last), the start is chosen by the gap before it, the
     median over the layers (the host enters each layer's code), ``a`` unless the other is
-    larger by half again; a graph replays with no such gaps, and keeps ``a``."""
+    larger by half again. In a graph replay (``point`` given: none else), where neither gap
+    stands out (a replay runs with no host gaps), the run's first kernel says it: a pointwise one (``point``: the residual add that ends every
+    layer, after the embedding's) starts the layers one later; another (a norm, which starts
+    every layer and the final norm too) keeps ``a``."""
     end = a + block * count
     options = [o for o, fits in ((1, end < len(s) and s[a] == s[end]), (-1, a > 0 and s[a - 1] == s[end - 1])) if fits]
     here = float(np.median(b[a: end: block]))
+    told = False
     for o in options:
         there = float(np.median(b[a + o: end + o: block]))
         if there > 1.5 * here and there < 1e17:
             return a + o
-    return a
+        told |= here > 1.5 * there
+    return a + 1 if 1 in options and not told and point is not None and point[s[a]] else a
 
 
-def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray) -> tuple[np.ndarray, int, int]:
+def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, point: np.ndarray,
+               replayed: bool = False) -> tuple[np.ndarray, int, int]:
     """Per position of one step's tokens: its layer (-1: prologue or epilogue); the kernels per
-    layer and the layers. ``b``: each position's boundary strength."""
+    layer and the layers. ``b``: each position's boundary strength; ``replayed``: the step is
+    one graph replay (:func:`.periods.anchored_layers`)."""
     of_pos = np.full(len(s), -1, np.int64)
     found = layer_block(s, hint)
     exact = found is not None and found[1] * found[2] >= COVERED * len(s) and (not hint or found[2] in (hint, hint // 2))
-    anchored = None if exact else anchored_layers(s, hint)
-    if anchored is not None:  # no block repeats exactly: layers by their anchors
+    anchored = anchored_layers(s, hint, replayed) if not exact or not hint else None
+    if exact and anchored is not None and (anchored[2] <= found[2] or anchored[2] % found[2]):
+        anchored = None
+    # Layers by their anchors where no block repeats exactly, or where each exact block holds
+    # several layers' anchors alike (compiled code whose first of every few layers does one
+    # launch more: the block that repeats is those few layers).
+    if anchored is not None:
         cuts, block, count = anchored
         for j in range(count):
             of_pos[cuts[j]: cuts[j + 1]] = j
@@ -296,7 +332,7 @@ def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray) -> tuple[np.ndarr
     if found is None:
         return of_pos, 0, 0
     a, block, count = found
-    a = _rotation(s, b, a, block, count)
+    a = _rotation(s, b, a, block, count, point if replayed else None)
     cuts = [a + j * block for j in range(count + 1)]
     if hint and hint == 2 * count:  # period two: each block holds two layers
         first = s[a: a + block]
