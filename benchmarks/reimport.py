@@ -8,13 +8,14 @@ trace captured on the GPU machine with an older revision is imported again here:
 and what the import derives (source, attribution, graph and compiled notes) are made anew,
 while what only the capture knew (capture, timing, outputs, env, stored_at) is kept, as are the
 compiler's call sites. ``--as`` stores it under another name (a capture made on another GPU
-than its name says). An ``.nsys-rep`` alone cannot be re-imported without nsys; a trace whose
-raw files hold its SQLite export can.
+than its name says). A trace whose only raw file is its ``.nsys-rep`` is exported to SQLite
+again first, which needs nsys (the GPU machine).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import shutil
 import sys
@@ -33,13 +34,22 @@ def reimport(trace_dir: Path, name: str, root: Path) -> Path:
     from workbench.trace.store import load
 
     old = load(trace_dir)
-    raw = [e for e in old.meta.get("raw", []) if not str(e.get("file", "")).endswith((".nsys-rep", ".nsys-rep.gz"))]
+    kept_raw = old.meta.get("raw", [])
+    reports = [e for e in kept_raw if str(e.get("file", "")).endswith((".nsys-rep", ".nsys-rep.gz"))]
+    raw = [e for e in kept_raw if e not in reports] or reports
     if not raw:
-        raise SystemExit(f"reimport: {trace_dir}: no Kineto JSON or SQLite kept under raw/")
+        raise SystemExit(f"reimport: {trace_dir}: no raw capture kept under raw/")
     src = trace_dir / raw[0]["file"]
     with tempfile.TemporaryDirectory() as tmp:
         kept = Path(tmp) / src.name  # as stored (gzipped): the readers take it so
         shutil.copyfile(src, kept)
+        if raw[0] in reports:  # exported to SQLite again: needs nsys (the GPU machine)
+            from workbench.capturing.nsys_backend import export
+
+            rep = kept.with_name("capture.nsys-rep")
+            with gzip.open(kept) if kept.suffix == ".gz" else open(kept, "rb") as fin, open(rep, "wb") as fout:
+                shutil.copyfileobj(fin, fout)
+            kept = export(rep, Path(tmp))
         sites = old.sites
         trace = import_file(kept, compiled=sites if sites is not None and len(sites) else None)
         for key in KEEP:
