@@ -15,7 +15,7 @@ from workbench.trace.manifest import INFERRED
 from workbench.trace.options import ImportOptions
 from workbench.trace.schema import RawTables, empty_table
 
-from helpers import assert_one_line, cli_outcome, run_cli
+from helpers import TRACES, assert_one_line, cli_outcome, run_cli
 
 UNFUSED, FUSED = "h200-kvwrite-unfused-cudagraph-nsys", "h200-kvwrite-fused-cudagraph-nsys"
 
@@ -93,19 +93,17 @@ def test_compiled_decoding_in_a_window_gets_every_decode_step_and_layer():
     assert (t.kernels["range_id"].to_numpy()[graph] >= 0).all()
 
 
-def test_compiled_decoding_with_eager_attention_gets_its_layers_and_diffs_per_layer(tmp_path):
+def test_compiled_decoding_with_eager_attention_gets_its_layers_and_diffs_per_layer():
     # The same window with eager attention: more of inductor's kernels a layer, and each
-    # decode step still one graph replay. Imported as another tool's Chrome JSON (no ranges
-    # but a library's own), each side gets its 16 layers, and the diff compares them per layer.
-    for name, short in (("h200-hfc-eager-compile-window-nsys", "eager"), ("h200-hfc-sdpa-compile-window-nsys", "sdpa")):
-        wb.export_chrome(wb.open_trace(name), tmp_path / f"{short}.json")
-        run_cli("import", str(tmp_path / f"{short}.json"), "--name", short, root=tmp_path / "store")
-    t = wb.open_trace("eager", root=tmp_path / "store")
+    # decode step still one graph replay. As imported from nsys (no range, no provenance), each
+    # side gets its 16 layers, and the diff compares them per layer.
+    root = TRACES
+    t = wb.open_trace("h200-hfc-eager-compile-window-nsys", root=root)
     info = t.meta[INFERRED]
     assert info["applied"] and (info["steps"], info["layers"], info["kernels_per_layer"]) == (7, 16, 20)
-    out = run_cli("summary", "eager", "--by", "layer", root=tmp_path / "store").stdout
+    out = run_cli("summary", "h200-hfc-eager-compile-window-nsys", "--by", "layer", root=root).stdout
     assert "steps and layers INFERRED from the kernel stream" in out and "16 layers of 20 kernels" in out
-    out = run_cli("diff", "eager", "sdpa", root=tmp_path / "store").stdout
+    out = run_cli("diff", "h200-hfc-eager-compile-window-nsys", "h200-hfc-sdpa-compile-window-nsys", root=root).stdout
     assert "inferred_layer in all 16 layers" in out and "kernels 20 -> 17.50 each" in out
     assert "layer 1: inferred_layer 20->17" in out and "layer 15: inferred_layer 20->18" in out
     assert "from the trace (A: 7 steps, B: 7 steps" in out

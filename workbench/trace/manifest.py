@@ -173,6 +173,9 @@ def graph_note(meta) -> str | None:
     rest = n - by_capture - by_compiler
     if not rest:
         return f"{n} CUDA-graph kernels: " + ", ".join(parts)
+    head = f"{n} CUDA-graph kernels: " + ", ".join(parts) + f", {rest}" if parts else f"{n} CUDA-graph kernels"
+    if section(meta, INFERRED).get("applied"):  # no range around them: the inferred ones hold them
+        return f"{head} in the steps and layers inferred from the kernel stream (no range was open at their capture)"
     fmt = source_format(meta)
     kineto = fmt.startswith("kineto") or fmt == "chrome"
     why = ("no range was open where the trace holds their graph's capture, or it does not hold the capture: record "
@@ -182,7 +185,6 @@ def graph_note(meta) -> str | None:
     if ambiguous:  # torch.profiler: replays matched to captures by size (assemble/captured_launches.py)
         why = (f"{ambiguous} in replays that match several captured graphs of their size, as torch.profiler does not "
                "record which graph a launch replays" + ("" if ambiguous == rest else f"; the rest: {why}"))
-    head = f"{n} CUDA-graph kernels: " + ", ".join(parts) + f", {rest}" if parts else f"{n} CUDA-graph kernels"
     return f"{head} only under the range around their graph launch ({why})"
 
 
