@@ -15,7 +15,6 @@ again first, which needs nsys (the GPU machine).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import shutil
 import sys
@@ -45,9 +44,10 @@ def reimport(trace_dir: Path, name: str, root: Path) -> Path:
         shutil.copyfile(src, kept)
         if raw[0] in reports:  # exported to SQLite again: needs nsys (the GPU machine)
             from workbench.capturing.nsys_backend import export
+            from workbench.trace.readers.compression import open_read
 
             rep = kept.with_name("capture.nsys-rep")
-            with gzip.open(kept) if kept.suffix == ".gz" else open(kept, "rb") as fin, open(rep, "wb") as fout:
+            with open_read(kept) as fin, open(rep, "wb") as fout:  # the project's one gzip choice
                 shutil.copyfileobj(fin, fout)
             kept = export(rep, Path(tmp))
         sites = old.sites
