@@ -20,16 +20,8 @@ from helpers import TRACES
 
 # Traces whose decode steps are N identical layers and nothing else: the step and the layer
 # repeat alike in the kernel stream, and the gaps between steps do not stand out enough to
-# tell them apart (not solved yet: the --layers hint does, below). transformers' generate()
-# compiled with CUDA graphs: the steps (graph replays) and layers are found, but their ground
-# truth holds kernels in no layer amid the layers (inductor's kernels fusing one layer's
-# residual add with the next one's norm, 4-6% of a step, which provenance gives no module) and
-# the static cache's per-layer copies deferred to the replay's end (sdpa): no contiguous
-# reading reaches 99%. And transformers' eager decoding, whose first layer differs from the
-# others for its first few dozen kernels: the exactly repeating run starts inside a layer and
-# no gap says where (77%).
-NOT_YET = ("h200-user-", "ref-h200-", "h200-hfc-sdpa-compile-nsys", "h200-hfc-sdpa-compile-torch",
-           "h200-hfc-eager-compile-nsys", "h200-hfc-eager-compile-torch", "h200-hfc-eager-eager-nsys")
+# tell them apart (not solved yet: the --layers hint does, below).
+NOT_YET = ("h200-user-", "ref-h200-")
 
 
 def stripped(trace: Trace) -> Trace:
@@ -47,8 +39,14 @@ def agreement(trace: Trace, layers: int | None = None) -> float | None:
     """Share of the decode kernels the inferred layers hold as the real ones do: a kernel in
     a real layer agrees when its inferred layer is the same layer (counted from 0 in its
     step) and the kernels of its real (step, layer) are one inferred (step, layer), matched one
-    to one; a decode kernel in no real layer agrees when it is in no inferred layer. None for
-    a trace whose decode kernels are mostly in no real layer (no ground truth)."""
+    to one; a decode kernel in no real layer before its step's first layer or after its last
+    agrees when it is in no inferred layer. A kernel in no real layer amid its step's layers is
+    not counted: the ground truth gives it no layer there (a compiled kernel that several
+    layers call, which provenance gives no one module), and a layer is contiguous. None for a
+    trace whose decode kernels are mostly in no real layer (no ground truth), or whose layers
+    were themselves inferred at import."""
+    if trace.meta.get("inferred", {}).get("applied"):
+        return None
     p = project(trace)
     dec = (p["phase"] == "decode").to_numpy()
     layer = p["layer"].to_numpy()
@@ -56,7 +54,11 @@ def agreement(trace: Trace, layers: int | None = None) -> float | None:
         return None
     found = infer(stripped(trace), layers)
     truth = pd.factorize(p["step"].astype(str) + "|" + p["layer"].astype(str))[0]
-    df = pd.DataFrame({"t": truth, "i": found.step * 1_000_000 + found.layer, "tl": layer, "il": found.layer})[dec]
+    df = pd.DataFrame({"t": truth, "i": found.step * 1_000_000 + found.layer, "tl": layer, "il": found.layer,
+                       "s": p["step"].astype(str).to_numpy(), "at": p["start"].to_numpy()})[dec]
+    layered = df[df.tl >= 0].groupby("s")["at"].agg(["min", "max"])
+    lo, hi = layered["min"].reindex(df["s"]).to_numpy(), layered["max"].reindex(df["s"]).to_numpy()
+    df = df[~((df.tl < 0).to_numpy() & (df["at"].to_numpy() > lo) & (df["at"].to_numpy() < hi))]
     inl = df[df.tl >= 0]
     best = inl.groupby("t")["i"].agg(lambda x: x.value_counts().index[0])
     owners = best.reset_index().groupby("i")["t"].nunique()

@@ -43,7 +43,19 @@ def tokens(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return per_cat[raw], np.asarray(uniq, dtype=object)
 
 
-def pointwise(texts: np.ndarray) -> np.ndarray:
-    """Per token text: whether its kernel is pointwise (an elementwise kernel of the framework's,
-    a generated pointwise one), the kind of a residual add or a cast; a norm is a reduction."""
-    return np.asarray([("elementwise" in str(t).lower()) or str(t).startswith("triton_poi") for t in texts], bool)
+# Per token, its kind (:func:`kinds`).
+OTHER, POINTWISE, FUSED_NORM = 0, 1, 2
+
+
+def kinds(texts: np.ndarray) -> np.ndarray:
+    """Per token text: ``POINTWISE`` for an elementwise kernel of the framework's or a
+    generated pointwise one (the kind of a residual add or a cast), ``FUSED_NORM`` for a
+    generated reduction (a norm a compiler fused with the residual add before it), else
+    ``OTHER``."""
+    out = np.full(len(texts), OTHER, np.int8)
+    for i, t in enumerate(str(t) for t in texts):
+        if "elementwise" in t.lower() or t.startswith("triton_poi"):
+            out[i] = POINTWISE
+        elif t.startswith(("triton_red", "triton_per")):
+            out[i] = FUSED_NORM
+    return out

@@ -31,11 +31,13 @@ def mismatch(tok: np.ndarray, period: int) -> float:
     return float(np.count_nonzero(tok[:-period] != tok[period:])) / (len(tok) - period)
 
 
-def spacings(tok: np.ndarray, top: int = 64) -> np.ndarray:
-    """The commonest distances between two consecutive occurrences of one token."""
+def spacings(tok: np.ndarray, top: int = 64, above: int = 0) -> np.ndarray:
+    """The commonest distances longer than ``above`` between two consecutive occurrences of
+    one token."""
     order = np.argsort(tok, kind="stable")
     same = tok[order][1:] == tok[order][:-1]
     d = (order[1:] - order[:-1])[same]
+    d = d[d > above]
     if not len(d):
         return d
     vals, counts = np.unique(d, return_counts=True)

@@ -35,13 +35,16 @@ import numpy as np
 import pandas as pd
 
 from ..schema import Trace
-from .names import pointwise, tokens
+from .names import FUSED_NORM, POINTWISE, kinds, tokens
 from .replays import replay_steps
-from .periods import WINDOW, anchored_layers, layer_block, mismatch, step_period
+from .periods import WINDOW, anchored_layers, layer_block, mismatch, spacings, step_period
 
 # Exactly repeating blocks that cover less of a step than this are no layers (a few layers
 # alike among others that differ): the anchors then say where the layers are.
 COVERED = 0.7
+# Deferred per-layer runs after the last layer (:func:`_deferred`): at least this many layers,
+# blocks of at most this many kernels.
+DEFERRED_LAYERS, DEFERRED_BLOCK = 4, 3
 COLUMNS = ["name", "start", "end", "device", "pid", "graph", "correlation", "launch_start", "launch_end"]
 
 
@@ -80,14 +83,14 @@ def infer_kernels(k: pd.DataFrame, layers: int | None = None) -> Structure:
     if not n:
         return out
     tok, texts = tokens(k["name"])
-    point = pointwise(texts)
+    kind = kinds(texts)
     group = gpus(k)
     order = np.lexsort((k["start"].to_numpy(), group))
     bounds = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1], True])
     best = None
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         rows = order[lo:hi]
-        found = _one_gpu(tok[rows], _cols(k, rows), layers, point)
+        found = _one_gpu(tok[rows], _cols(k, rows), layers, kind)
         if found is None:
             continue
         step, layer, info = found
@@ -142,14 +145,21 @@ def _contrast(b: np.ndarray, period: int) -> float:
     return float(col.max() / max(float(np.median(col)), 1e-9))
 
 
-def _widen(b: np.ndarray, period: int, n: int) -> int | None:
-    """The step period where the token period is one layer (steps with no prologue, whose
-    layers repeat exactly): the smallest multiple of it whose boundaries stand out (the
-    strongest place three times the median place at least); None when none does."""
-    for k in range(2, n // (2 * period) + 1):
-        if _contrast(b, k * period) >= 3.0:
-            return k * period
-    return None
+def _widen(tok: np.ndarray, b: np.ndarray, period: int) -> int | None:
+    """The step period where the token period is one layer (steps whose layers repeat exactly,
+    with no prologue, or whose kernels vary more from step to step than from layer to layer:
+    eager attention over a growing cache): of the multiples of it and the spacings of tokens
+    that recur less often (a step's embedding, its sampler), the smallest whose boundaries
+    stand out (the strongest place three times the median place at least, and half as much
+    as at the candidate where they stand out most); None when none does."""
+    n = len(tok)
+    cand = {k * period for k in range(2, min(32, n // (2 * period)) + 1)}
+    cand.update(int(c) for c in spacings(tok[:WINDOW], above=period) if c <= n // 2)
+    contrast = {c: _contrast(b, c) for c in sorted(cand)}
+    best = max(contrast.values(), default=0.0)
+    if best < 3.0:
+        return None
+    return next(c for c, v in contrast.items() if v >= max(3.0, best / 2))
 
 
 def _room(tok: np.ndarray, period: int) -> tuple[int, int, int] | None:
@@ -194,21 +204,21 @@ def _starts(tok: np.ndarray, b: np.ndarray, period: int, room) -> np.ndarray:
     return np.asarray(out, np.int64)
 
 
-def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None, point: np.ndarray):
-    """Steps and layers of one GPU's tokens ``tok`` (columns ``c``); ``point``: per token, a
-    pointwise kernel's (:func:`.names.pointwise`)."""
+def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None, kind: np.ndarray):
+    """Steps and layers of one GPU's tokens ``tok`` (columns ``c``); ``kind``: per token, its
+    kind (:func:`.names.kinds`)."""
     b, strong, evidence = _boundary(c)
     replays = replay_steps(strong, c["graph"].astype(bool)) if evidence == "graph launches" else None
     if replays is not None:  # one graph replay a step: the steps are the replays
         starts, ends = replays
         period = int(np.median(ends - starts))
         miss = mismatch(tok[starts[0]: starts[0] + WINDOW], period)
-        return _label(tok, b, starts, ends, period, miss, evidence, hint, point, replayed=True)
+        return _label(tok, b, starts, ends, period, miss, evidence, hint, kind, replayed=True)
     if evidence == "graph launches" and len(strong) > 1 and strong[0] > 0:
         # Decode steps replayed as CUDA graphs: what runs before the first replay (prefill, a
         # compiler's warm-up and autotuning launches) is in no step, and left out of the search.
         lo = int(strong[0])
-        found = _one_gpu(tok[lo:], {key: v[lo:] for key, v in c.items()}, hint, point)
+        found = _one_gpu(tok[lo:], {key: v[lo:] for key, v in c.items()}, hint, kind)
         if found is None:
             return None
         step, layer, info = found
@@ -219,7 +229,7 @@ def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None, point:
         return None
     period, miss = found
     room = _room(tok, period)
-    wide = _widen(b, period, len(tok)) if room is None else None
+    wide = _widen(tok, b, period) if room is None else None
     if wide is not None and hint and wide < hint * period:
         wide = None  # gaps that stand out more often than a step of the hinted layers can be
     if wide is not None:
@@ -240,11 +250,11 @@ def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None, point:
     if not len(starts):
         return None
     ends = np.minimum(np.r_[starts[1:], starts[-1] + period], len(tok))
-    return _label(tok, b, starts, ends, period, miss, evidence, hint, point, replayed=False)
+    return _label(tok, b, starts, ends, period, miss, evidence, hint, kind, replayed=False)
 
 
 def _label(tok: np.ndarray, b: np.ndarray, starts: np.ndarray, ends: np.ndarray, period: int, miss: float,
-           evidence: str, hint: int | None, point: np.ndarray, replayed: bool):
+           evidence: str, hint: int | None, kind: np.ndarray, replayed: bool):
     """Per kernel its step and layer, and what they rest on, given the steps' ``starts`` and
     ``ends``; ``replayed``: each step is one graph replay (its first kernel starts its first
     layer: the replay begins at the model's forward)."""
@@ -265,7 +275,7 @@ def _label(tok: np.ndarray, b: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     for key in np.argsort(-counts, kind="stable")[:64]:
         i = int(np.flatnonzero(inverse == key)[0])
         s = tok[starts[i]: ends[i]]
-        of_pos, block, count = _layer_map(s, hint, b[starts[i]: ends[i]], point, replayed)
+        of_pos, block, count = _layer_map(s, hint, b[starts[i]: ends[i]], kind, replayed)
         blocks_seen.append((int(counts[key]) * len(s), block, count))
         sel = inverse[idx] == key
         layer[pos[sel]] = of_pos[rel[sel]]
@@ -287,30 +297,34 @@ def _label(tok: np.ndarray, b: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                          "confidence": float(conf), "rests_on": rests}
 
 
-def _rotation(s: np.ndarray, b: np.ndarray, a: int, block: int, count: int, point: np.ndarray | None) -> int:
-    """Where the layers start, given the run's start ``a``. A kernel that ends every layer and
-    the prologue too (a residual add, a cast) starts the run one kernel early; one that starts
-    every layer and the epilogue too, one late: from the tokens alone the two readings are the
-    same. Where one kernel more fits (the kernel after the last block is the run's first, or
-    the one before it the last block's last), the start is chosen by the gap before it, the
-    median over the layers (the host enters each layer's code), ``a`` unless the other is
-    larger by half again. In a graph replay (``point`` given: none else), where neither gap
-    stands out (a replay runs with no host gaps), the run's first kernel says it: a pointwise one (``point``: the residual add that ends every
-    layer, after the embedding's) starts the layers one later; another (a norm, which starts
-    every layer and the final norm too) keeps ``a``."""
+def _rotation(s: np.ndarray, b: np.ndarray, a: int, block: int, count: int, kind: np.ndarray | None) -> int:
+    """Where the layers start, given the exactly repeating run's start ``a``. A kernel that
+    ends every layer and the prologue too (a residual add, a cast) starts the run one kernel
+    early; one that starts every layer and the epilogue too, one late: from the tokens alone
+    the two readings are the same. Where the layers of the other reading all begin with the
+    same kernel too, the start is chosen by the gap before it, the median over the layers (the
+    host enters each layer's code), ``a`` unless the other is larger by half again. (Only one
+    kernel either way: inside an eager layer, the host's gap before each module's code is as
+    large.) In a graph replay (``kind`` given: none else), where neither gap stands out (a
+    replay runs with no host gaps), the run's first kernel says it: a pointwise one
+    (``POINTWISE``: the residual add that ends every layer, after the embedding's) starts the
+    layers one later, where the run's first kernel also follows its last block; another (a
+    norm, which starts every layer and the final norm too) keeps ``a``."""
     end = a + block * count
-    options = [o for o, fits in ((1, end < len(s) and s[a] == s[end]), (-1, a > 0 and s[a - 1] == s[end - 1])) if fits]
     here = float(np.median(b[a: end: block]))
     told = False
-    for o in options:
+    for o in (1, -1):
+        if not (0 <= a + o and end + o <= len(s)) or not (s[a + o: end + o: block] == s[a + o]).all():
+            continue
         there = float(np.median(b[a + o: end + o: block]))
         if there > 1.5 * here and there < 1e17:
             return a + o
         told |= here > 1.5 * there
-    return a + 1 if 1 in options and not told and point is not None and point[s[a]] else a
+    follows = end < len(s) and s[a] == s[end]
+    return a + 1 if follows and not told and kind is not None and kind[s[a]] == POINTWISE else a
 
 
-def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, point: np.ndarray,
+def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, kind: np.ndarray,
                replayed: bool = False) -> tuple[np.ndarray, int, int]:
     """Per position of one step's tokens: its layer (-1: prologue or epilogue); the kernels per
     layer and the layers. ``b``: each position's boundary strength; ``replayed``: the step is
@@ -328,11 +342,12 @@ def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, point: np.ndarray
         cuts, block, count = anchored
         for j in range(count):
             of_pos[cuts[j]: cuts[j + 1]] = j
+        _deferred(s, of_pos, int(cuts[-1]), count)
         return of_pos, block, count
     if found is None:
         return of_pos, 0, 0
     a, block, count = found
-    a = _rotation(s, b, a, block, count, point if replayed else None)
+    a = _rotation(s, b, a, block, count, kind if replayed else None)
     cuts = [a + j * block for j in range(count + 1)]
     if hint and hint == 2 * count:  # period two: each block holds two layers
         first = s[a: a + block]
@@ -340,6 +355,29 @@ def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, point: np.ndarray
         mid = int(again[np.argmin(np.abs(again - block / 2))]) if len(again) else block // 2
         cuts = sorted(cuts + [c + mid for c in cuts[:-1]])
         count, block = hint, block // 2
+    if replayed and cuts[-1] < len(s) and s[cuts[-1]] == s[cuts[0]] and kind[s[cuts[0]]] == FUSED_NORM:
+        # Layers that start at a compiler's fused norm: the final norm then holds the last
+        # layer's residual add (periods.replayed_cuts), and is its.
+        cuts[-1] += 1
     for j in range(len(cuts) - 1):
         of_pos[cuts[j]: cuts[j + 1]] = j
+    _deferred(s, of_pos, cuts[-1], count)
     return of_pos, block, count
+
+
+def _deferred(s: np.ndarray, of_pos: np.ndarray, end: int, count: int) -> None:
+    """Give each layer its share of a run after the last layer that repeats exactly once per
+    layer (a compiler applies the writes each layer makes to its inputs, a static KV cache's,
+    at the graph's end: the ``j``-th repeat is layer ``j``'s). Only for ``DEFERRED_LAYERS``
+    layers or more, the run a block of up to ``DEFERRED_BLOCK`` kernels: fewer repeats occur by
+    chance in an epilogue."""
+    if count < DEFERRED_LAYERS:
+        return
+    for d in range(1, DEFERRED_BLOCK + 1):
+        span = count * d
+        for q in range(end, len(s) - span + 1):
+            run = s[q: q + span].reshape(count, d)
+            if (run == run[0]).all() and (q + span == len(s) or s[q + span: q + span + d].tolist() != run[0].tolist()) \
+                    and (q - d < end or s[q - d: q].tolist() != run[0].tolist()):
+                of_pos[q: q + span] = np.repeat(np.arange(count), d)
+                return
