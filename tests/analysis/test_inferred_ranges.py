@@ -20,10 +20,13 @@ from helpers import TRACES, assert_one_line, cli_outcome, run_cli
 UNFUSED, FUSED = "h200-kvwrite-unfused-cudagraph-nsys", "h200-kvwrite-fused-cudagraph-nsys"
 
 
-def _no_ranges(name: str, options: ImportOptions = ImportOptions(infer=False)) -> wb.Trace:
-    """A committed trace built again from its kernels and API calls alone: no range at all."""
+def _no_ranges(name: str, options: ImportOptions = ImportOptions(infer=False), share: float = 1.0) -> wb.Trace:
+    """A committed trace built again from its kernels and API calls alone: no range at all;
+    ``share``: only that share of its first kernels (a window closed early)."""
     t = wb.open_trace(name)
-    raw = {"kernels": t.kernels.drop(columns=["range_id"]).copy(), "api": t.api.copy(),
+    k = t.kernels.sort_values("start", kind="stable")
+    k = k.iloc[: int(len(k) * share)].reset_index(drop=True)
+    raw = {"kernels": k.drop(columns=["range_id"]), "api": t.api.copy(),
            "ranges": empty_table("ranges")[["name", "start", "end", "pid", "tid"]],
            "memcpy": t.memcpy.copy(), "memset": t.memset.copy()}
     return build(RawTables(raw, {"source": dict(t.meta["source"])}), name, options)
@@ -110,9 +113,9 @@ def test_compiled_decoding_with_eager_attention_gets_its_layers_and_diffs_per_la
 
 
 def test_an_unsure_reading_adds_nothing_and_says_why():
-    # The reference decoder's kernels alone: eight identical layers a step and nothing else, no
-    # gap telling a step from a layer (the --layers hint does): no reading the search can trust.
-    t = _no_ranges("ref-h200-kvwrite-fused-nsys", ImportOptions())
+    # The reference decoder's kernels alone (eight identical layers a step and nothing else) in
+    # a window closed half way through the second step: no repeating step the search can trust.
+    t = _no_ranges("ref-h200-kvwrite-fused-nsys", ImportOptions(), share=0.5)
     assert t.meta[INFERRED]["applied"] is False
     assert len(t.ranges) == 0 and (t.kernels["range_id"] < 0).all()
     assert "no steps or layers inferred" in t.meta[INFERRED]["note"]

@@ -42,6 +42,9 @@ from .periods import WINDOW, anchored_layers, layer_block, mismatch, spacings, s
 # Exactly repeating blocks that cover less of a step than this are no layers (a few layers
 # alike among others that differ): the anchors then say where the layers are.
 COVERED = 0.7
+# A period that leaves room for a prologue is a step unless the strongest boundary of a
+# multiple of it stands out this much over the same place one period on (:func:`_above_layers`).
+WIDER = 1.5
 # Deferred per-layer runs after the last layer (:func:`_deferred`): at least this many layers,
 # blocks of at most this many kernels.
 DEFERRED_LAYERS, DEFERRED_BLOCK = 4, 3
@@ -136,8 +139,18 @@ def _boundary(c: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, str]:
 
 def _columns(b: np.ndarray, period: int) -> np.ndarray:
     """Per place in a period: the median boundary strength there over the periods."""
+    return np.median(_rows(b, period), axis=0)
+
+
+def _rows(b: np.ndarray, period: int) -> np.ndarray:
+    """The boundary strengths of the first periods (200k kernels at most), one row each. The
+    stream's first kernel has nothing before it: its strength is taken as one period on."""
     m = max(1, min(len(b), 200_000) // period)
-    return np.median(b[: m * period].reshape(m, period), axis=0)
+    x = b[: m * period].reshape(m, period)
+    if m > 1:
+        x = x.copy()
+        x[0, 0] = x[1, 0]
+    return x
 
 
 def _contrast(b: np.ndarray, period: int) -> float:
@@ -145,21 +158,53 @@ def _contrast(b: np.ndarray, period: int) -> float:
     return float(col.max() / max(float(np.median(col)), 1e-9))
 
 
-def _widen(tok: np.ndarray, b: np.ndarray, period: int) -> int | None:
-    """The step period where the token period is one layer (steps whose layers repeat exactly,
-    with no prologue, or whose kernels vary more from step to step than from layer to layer:
-    eager attention over a growing cache): of the multiples of it and the spacings of tokens
-    that recur less often (a step's embedding, its sampler), the smallest whose boundaries
-    stand out (the strongest place three times the median place at least, and half as much
-    as at the candidate where they stand out most); None when none does."""
+def _widen(tok: np.ndarray, b: np.ndarray, period: int, room) -> int | None:
+    """The step period where the token period is one layer: the smallest multiple of it whose
+    steps start at a gap that stands out over its layers' (:func:`_above_layers`: a step of
+    identical layers and nothing else). Else, where the period leaves no room for a prologue
+    (``room``: :func:`_room`), steps that vary more from step to step than from layer to layer
+    (eager attention over a growing cache): of the spacings of tokens that recur less often
+    (a step's embedding, its sampler) and are no multiple of it, the one whose boundaries
+    stand out most (the strongest place over the median place, three times at least), or the smallest
+    divisor of it among them that stands out 70% as much. None when none does."""
     n = len(tok)
-    cand = {k * period for k in range(2, min(32, n // (2 * period)) + 1)}
-    cand.update(int(c) for c in spacings(tok[:WINDOW], above=period) if c <= n // 2)
+    # Three periods at least: the median place of two is their mean, which a warm-up's gaps
+    # (a program's first launches) outweigh.
+    multiples = [k * period for k in range(2, min(32, n // (3 * period)) + 1)]
+    wide = next((w for w in multiples if _above_layers(b, w, period)), None)
+    if wide is not None or room is not None:
+        return wide
+    # The multiples failed above: a step of whole layers would have stood out there.
+    cand = {int(c) for c in spacings(tok[:WINDOW], above=period) if c <= n // 3 and c % period}
     contrast = {c: _contrast(b, c) for c in sorted(cand)}
-    best = max(contrast.values(), default=0.0)
-    if best < 3.0:
+    if not contrast:
         return None
-    return next(c for c, v in contrast.items() if v >= max(3.0, best / 2))
+    top = max(contrast, key=contrast.get)
+    if contrast[top] < 3.0:
+        return None
+    # A multiple of the step stands out as much as the step: the smallest divisor of the
+    # best that nearly does.
+    return next(c for c, v in contrast.items() if top % c == 0 and v >= 0.7 * contrast[top])
+
+
+def _above_layers(b: np.ndarray, wide: int, period: int) -> bool:
+    """Whether steps of ``wide`` kernels (a multiple of ``period``) start where the gap is
+    ``WIDER`` times the gap at the same place of the step's other periods (the medians over
+    the steps), and is the largest of those places in two steps of three at least: the period
+    is one layer (of a kernel or two, whose repeats look like a prologue and layers), and the
+    host waits longer between steps than between layers. Steps whose period leaves that room
+    have as large a gap one step on, and no multiple passes; a multiple of a layer that is no
+    step has its largest place at random in each step."""
+    if wide % period:
+        return False
+    col = _columns(b, wide)
+    top = int(np.argmax(col))
+    places = (top + period * np.arange(wide // period)) % wide
+    if col[top] < WIDER * col[places[1:]].max():
+        return False
+    m = max(1, min(len(b), 200_000) // wide)
+    rows = _rows(b, wide)[:, places]
+    return bool((rows.argmax(axis=1) == 0).sum() >= 2 * m / 3)
 
 
 def _room(tok: np.ndarray, period: int) -> tuple[int, int, int] | None:
@@ -229,7 +274,9 @@ def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None, kind: 
         return None
     period, miss = found
     room = _room(tok, period)
-    wide = _widen(tok, b, period) if room is None else None
+    wide = _widen(tok, b, period, room)
+    if wide is not None:
+        room = None
     if wide is not None and hint and wide < hint * period:
         wide = None  # gaps that stand out more often than a step of the hinted layers can be
     if wide is not None:
