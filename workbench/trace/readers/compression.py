@@ -45,6 +45,17 @@ def open_read(path) -> BinaryIO:
     return _reader.open(path, "rb")
 
 
+def readinto(fh: BinaryIO, view: memoryview) -> int:
+    """Reads the next bytes of ``fh`` (from :func:`open_read`) into ``view``, saying how many.
+    ``GzipFile`` has no readinto of its own: the one it inherits makes a bytes object of the
+    size asked for and copies it, so the stream is read through its buffered reader instead
+    (``_buffer``, in the standard library, ISA-L and zlib-ng alike), which inflates straight
+    into ``view``. The copy's object was fresh memory each time once glibc serves large blocks
+    from their own mappings (``ImportOptions(memory="release")``, the CLI's): 0.22 s against
+    0.08 s to read the 281 MB of a 16 MB gzipped Kineto trace in 8 MiB reads."""
+    return getattr(fh, "_buffer", fh).readinto(view)
+
+
 def writer(fileobj: BinaryIO, level: int, name: str = "") -> BinaryIO:
     """A gzip stream written onto ``fileobj`` at zlib's ``level``, with mtime 0 (the same
     input is written as the same bytes by the same library)."""

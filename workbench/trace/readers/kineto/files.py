@@ -10,6 +10,7 @@ import mmap
 from contextlib import contextmanager
 from pathlib import Path
 
+from .. import compression
 from ..source import GZIP_ERRORS, gzip_error
 
 
@@ -70,7 +71,7 @@ class Buffered:
         got = 0
         try:
             while got < n:
-                k = self.fh.readinto(memoryview(buf)[end + got : end + n])
+                k = compression.readinto(self.fh, memoryview(buf)[end + got : end + n])
                 if not k:
                     break
                 got += k
