@@ -5,8 +5,6 @@
 - what the scanner declines gets the library path's tables or problem;
 - ranges read by threads vs one pass, on a real trace and on a trace whose B/E ranges open
   in one range and close in another;
-- a gzipped file's pieces read by threads as it is inflated vs one pass: tables, the first
-  problem (a bad value, a broken stream), and a cut inside a string given up for one pass;
 - the problem reported for a piece does not depend on how its rows are built.
 """
 
@@ -15,9 +13,6 @@ from __future__ import annotations
 import gzip
 import json
 import random
-import re
-import zlib
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -27,8 +22,7 @@ from workbench.errors import TraceFormatError
 from workbench.trace.options import ImportOptions
 from workbench.trace.readers import kineto
 from workbench.trace.readers.kineto import columns, decode, events, parallel
-from workbench.trace.readers.kineto.pieces import HEAD, OnePass, Reader
-from workbench.trace.readers.kineto.tables import Tables
+from workbench.trace.readers.kineto.pieces import OnePass
 
 REAL = [
     ("reference", "kineto-kvwrite-unfused-cache-full.json.gz"),
@@ -113,27 +107,23 @@ def in_ranges(path, chunk: int, stops: list[int], threads: int):
 
 def threaded(path, threads: int, monkeypatch):
     """``kineto.read`` with ``threads`` threads on a file of any size: the trace or the
-    problem reported, and whether the file was read apart (in ranges, or gzipped as it was
-    inflated; not given up for one pass)."""
+    problem reported, and whether the ranges were read apart (not given up for one pass)."""
     monkeypatch.setattr(parallel, "RANGE_MIN", 1)
-    outcomes = []
+    read_ranges, outcomes = parallel.read_ranges, []
 
-    def spied(read):
-        def spy(*args):
-            try:
-                out = read(*args)
-            except OnePass:
-                outcomes.append("one pass")
-                raise
-            except TraceFormatError:
-                outcomes.append("problem")
-                raise
-            outcomes.append("tables")
-            return out
-        return spy
+    def spy(*args):
+        try:
+            out = read_ranges(*args)
+        except OnePass:
+            outcomes.append("one pass")
+            raise
+        except TraceFormatError:
+            outcomes.append("problem")
+            raise
+        outcomes.append("tables")
+        return out
 
-    for name in ("read_ranges", "read_inflated"):
-        monkeypatch.setattr(parallel, name, spied(getattr(parallel, name)))
+    monkeypatch.setattr(parallel, "read_ranges", spy)
     try:
         result = kineto.read(path, ImportOptions(threads=threads))
     except TraceFormatError as e:
@@ -196,85 +186,6 @@ def test_a_thread_meeting_bad_input_reports_what_one_pass_reports(tmp_path, monk
     two, apart = threaded(path, 2, monkeypatch)
     assert apart and str(one.value) == two
     assert "range ts has a non-numeric value 'soon'" in two
-
-
-def gzipped(doc, tmp_path, name: str) -> object:
-    path = tmp_path / name
-    path.write_bytes(gzip.compress(json.dumps(doc, indent=1).encode(), 1, mtime=0))
-    return path
-
-
-def test_gzipped_pieces_read_in_threads_give_the_one_pass_tables(tmp_path, monkeypatch):
-    path = gzipped(begin_end_doc(), tmp_path, "be.json.gz")
-    chunk = 256 << 10
-    plain = one_pass(path, chunk, monkeypatch)
-    for threads in (2, 3):
-        trace, apart = threaded(path, threads, monkeypatch)
-        assert apart
-        assert_same(trace, plain)
-    assert trace.meta["source"]["events"] > 5 * 6000 and len(trace.tables["ranges"]) == 2 * 6000 + 1
-
-
-@pytest.mark.parametrize("where,name", REAL)
-def test_gzipped_real_traces_read_in_threads_give_the_one_pass_tables(request, monkeypatch, where, name):
-    """CPU ops first, then GPU events: a piece sent to a thread before the GPU events of one
-    before it are seen may make cpu_op rows one pass would not make; ``Tables.add`` drops them."""
-    path = request.getfixturevalue(where)(name)
-    plain = one_pass(path, 1 << 20, monkeypatch)
-    trace, apart = threaded(path, 2, monkeypatch)
-    assert apart
-    assert_same(trace, plain)
-
-
-def test_a_gzipped_piece_cut_inside_a_string_is_read_again_in_one_pass(tmp_path, monkeypatch):
-    """A kernel name holding ``}, {`` (a C++ lambda's): the last such place a read ends after is
-    where a piece is cut, inside the string; the one-pass reader reads on and cuts later, the
-    threads give up for one pass, with the same tables."""
-    doc = begin_end_doc(3000)
-    for e in doc["traceEvents"][3::50]:
-        e["name"] = "void k<{lambda()#1}, {lambda()#2}>" + "q" * 2000
-    path = gzipped(doc, tmp_path, "lambda.json.gz")
-    chunk = 64 << 10
-    monkeypatch.setattr(kineto, "_CHUNK", chunk)
-    reader, tables = Reader(path, chunk), Tables(path, ImportOptions())
-    with pytest.raises(OnePass), ThreadPoolExecutor(2) as pool:
-        for part in reader.inflated(pool, 2):
-            tables.add(part)
-    plain = one_pass(path, chunk, monkeypatch)
-    trace, apart = threaded(path, 2, monkeypatch)
-    assert not apart
-    assert_same(trace, plain)
-
-
-def broken_off(text: str, at: int, path):
-    """``text`` gzipped and broken off after its first ``at`` bytes (all of them readable)."""
-    z = zlib.compressobj(1, zlib.DEFLATED, 31)
-    path.write_bytes(z.compress(text[:at].encode()) + z.flush(zlib.Z_SYNC_FLUSH))
-    return path
-
-
-def test_gzipped_bad_input_or_stream_read_in_threads_reports_what_one_pass_reports(tmp_path, monkeypatch):
-    chunk = 256 << 10
-    monkeypatch.setattr(kineto, "_CHUNK", chunk)
-    doc = begin_end_doc()
-    doc["traceEvents"][-40]["ts"] = "soon"
-    late = gzipped(doc, tmp_path, "late.json.gz")
-    # A kernel's bad ts half a read before the read that meets the broken end: its piece is
-    # still being read by a thread when the stream breaks, and its problem comes first.
-    text = json.dumps(begin_end_doc(), indent=1)
-    read_at = HEAD + 8 * chunk
-    ts = re.compile(r'"cat": "kernel",[^}]*?"ts": (\d+\.\d+)').search(text, read_at - chunk // 2)
-    bad = text[: ts.start(1)] + '"soon"' + text[ts.end(1):]
-    cases = [(late, "range ts has a non-numeric value 'soon'"),
-             (broken_off(bad, read_at + chunk // 2, tmp_path / "bad-then-broken.json.gz"),
-              "kernel ts has a non-numeric value 'soon'"),
-             (broken_off(text, read_at + chunk // 2, tmp_path / "broken.json.gz"), "truncated or corrupt gzip")]
-    for path, problem in cases:
-        with pytest.raises(TraceFormatError) as one:
-            kineto.read(path, ImportOptions(threads=1))
-        two, apart = threaded(path, 2, monkeypatch)
-        assert apart and str(one.value) == two, path.name
-        assert problem in two, path.name
 
 
 def test_first_problem_is_the_whole_pieces_not_the_first_slices(tmp_path):

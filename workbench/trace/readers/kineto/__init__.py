@@ -6,8 +6,7 @@ choice of backend; ``events`` and ``columns`` for what the library decoder's eve
 and the pieces are gathered in file order into tables (``tables``); a trace without
 annotations gets its nn.Module events, thinned to the layers' children, as its ranges
 (``modules``). A large uncompressed file is read by several threads, each a range of pieces,
-and a gzipped one's pieces are read by several threads as it is inflated, with the same result
-(``parallel``).
+with the same result (``parallel``).
 The plain or gzipped file's bytes come through ``files``; the JSON around the events is
 ``document``'s.
 """
@@ -31,17 +30,13 @@ def read(path: str | Path, options: ImportOptions = DEFAULT) -> RawTables:
     """Imports a torch.profiler trace (``.json`` or ``.json.gz``).
 
     An uncompressed file is read by up to ``options.threads`` threads, in ranges that shrink
-    along it; a gzipped one is inflated on this thread, its pieces read by as many threads
-    (four at most: see ``parallel``). The result does not depend on how many.
+    along it (see ``parallel``). The result does not depend on how many.
     """
     path = Path(path)
     stops, threads = parallel.plan(path, _CHUNK, options)
-    if threads > 1:
+    if stops:
         try:
-            if stops:
-                tables, header = parallel.read_ranges(path, _CHUNK, stops, threads, options)
-            else:
-                tables, header = parallel.read_inflated(path, _CHUNK, threads, options)
+            tables, header = parallel.read_ranges(path, _CHUNK, stops, threads, options)
         except OnePass:
             pass
         else:

@@ -85,13 +85,3 @@ class Buffered:
         rest = self.data[at : self.end]
         self.data[: len(rest)] = rest
         self.at, self.end = 0, len(rest)
-
-    def hand_over(self, at: int, spare: bytearray | None) -> None:
-        """Goes on in ``spare`` (else a new buffer) holding the rest from ``at``, the buffer so
-        far left as it is: a thread is still reading a piece of it."""
-        rest = self.data[at : self.end]
-        if spare is None:
-            spare = bytearray(rest)
-        else:
-            spare[: len(rest)] = rest
-        self.data, self.at, self.end = spare, 0, len(rest)

@@ -1,20 +1,16 @@
-"""Reading a Kineto file in several threads: a large uncompressed one in ranges, a gzipped one
-as it is inflated.
+"""Reading a large uncompressed Kineto file in several threads.
 
-An uncompressed file is cut into ranges, a few per thread, and each thread reads the next range
-not yet taken (see ``pieces.Reader.batches``: a range holds exactly the pieces the one-pass
-reader makes there). A gzip stream cannot be entered in the middle: it is inflated on the
-calling thread and each piece, cut where the one-pass reader cuts, is read by a thread while
-the stream goes on (``pieces.Reader.inflated``). The C scanner reads a piece without holding
-the GIL, so the threads scan at the same time. The pieces are added in file order, and a
-problem a piece or range met is raised after the pieces before it: every table, row and name
-order, and the first problem reported, come out as from one pass.
+The file is cut into ranges, a few per thread, and each thread reads the next range not yet
+taken (see ``pieces.Reader.batches``: a range holds exactly the pieces the one-pass reader
+makes there). The C scanner reads a piece without holding the GIL, so the threads scan at the
+same time. Their pieces are then added in file order, and a problem a range met is raised
+after the pieces before it: every table, row and name order, and the first problem reported,
+come out as from one pass.
 """
 
 from __future__ import annotations
 
 import threading
-from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -30,20 +26,17 @@ RANGE_MIN = 64 << 20
 # Ranges per thread: a thread that is done early takes the next range, so threads end together
 # although some parts of a file read faster than others (CPU ops, then GPU events).
 RANGES_PER_THREAD = 4
-# The most threads that read a gzipped file's pieces: inflating a piece (ISA-L) takes about a
-# quarter of the time reading it does, so more would wait on the inflating thread.
-INFLATED_MAX = 4
 
 
 def plan(path: Path, chunk: int, options: ImportOptions) -> tuple[list[int], int]:
     """``(stops, threads)``: where the ranges end (all but the last) and how many threads read
-    them, no more than ranges of ``RANGE_MIN`` bytes allow; no stops and one thread for one
-    pass. A gzipped file has no stops, its pieces read by up to ``INFLATED_MAX`` threads."""
+    them, no more than ranges of ``RANGE_MIN`` bytes allow; no stops for one pass."""
     if is_gzipped(path):
-        return [], options.workers(INFLATED_MAX)
+        return [], 1  # a gzip stream cannot be entered in the middle
     threads = options.workers(path.stat().st_size // RANGE_MIN)
-    stops = range_stops(path, chunk, threads * RANGES_PER_THREAD) if threads > 1 else []
-    return (stops, threads) if stops else ([], 1)
+    if threads == 1:
+        return [], 1
+    return range_stops(path, chunk, threads * RANGES_PER_THREAD), threads
 
 
 def range_stops(path: Path, chunk: int, ranges: int) -> list[int]:
@@ -84,16 +77,6 @@ def read_ranges(path: Path, chunk: int, stops: list[int], threads: int,
         finally:
             done.set()
     return tables, readers[-1].header  # the last range's header has the keys after the events too
-
-
-def read_inflated(path: Path, chunk: int, threads: int, options: ImportOptions) -> tuple[Tables, dict]:
-    """The tables and header of the gzipped file, its pieces read by ``threads`` threads as it
-    is inflated; raises ``pieces.OnePass`` where the one-pass reader would cut elsewhere."""
-    reader, tables = Reader(path, chunk), Tables(path, options)
-    with options.pool(threads, "workbench-kineto") as pool, closing(reader.inflated(pool, threads)) as parts:
-        for part in parts:
-            tables.add(part)
-    return tables, reader.header
 
 
 def _parts(reader: Reader, start: int | None, stop: int | None, done: threading.Event) -> tuple[list, Exception | None]:

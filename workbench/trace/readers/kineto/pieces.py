@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import re
 import threading
-from collections import deque
-from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
-from ....errors import TraceFormatError
 from ..source import open_bytes
 from . import decode
 from .document import PREFIX, WS, events_start
@@ -94,7 +91,10 @@ class Reader:
                 if n:
                     pos += n
                     continue
-                yield self._tail(src, bare_array)
+                head = b"[" if bare_array else PREFIX
+                part, extra = decode.tail(memoryview(head + src.data[src.at : src.end]), bare_array, self.path)
+                self.header.update(extra)
+                yield part
                 return
             at = cut(src.data, src.at, src.end)
             if at > 0:
@@ -109,62 +109,3 @@ class Reader:
                         return
                     continue
             want = (src.end - src.at) * 2  # no clean cut yet: read on
-
-    def inflated(self, pool: Executor, ahead: int):
-        """The pieces of the whole gzipped file as ``batches`` makes them, each read on ``pool``
-        while the stream is inflated on this thread, at most ``ahead`` of them waiting to be
-        taken. Each cut is the one-pass reader's as long as every piece before it held whole
-        events; raises ``OnePass`` at the first that did not (one pass reads on and cuts later)."""
-        with open_bytes(self.path) as fh:
-            self.header, bare_array, buf = events_start(self.path, fh, HEAD, self.chunk)
-            with unread(self.path, fh, buf, fh.tell()) as src:
-                yield from self._ahead(src, bare_array, pool, ahead)
-
-    def _ahead(self, src, bare_array: bool, pool: Executor, ahead: int):
-        """``_pieces`` with every piece read on ``pool``, its buffer handed over (see
-        ``files.Buffered``) and taken back, for the stream to go on in, once the piece is taken."""
-        waiting: deque = deque()  # (piece's future, its buffer), in file order
-        spare: list[bytearray] = []
-
-        def taken():
-            future, data = waiting.popleft()
-            part = future.result()
-            if part is None:
-                raise OnePass
-            if holds_gpu(part[0]):
-                self.gpu.set()
-            spare.append(data)
-            return part
-
-        want = self.chunk
-        while True:
-            if src.end - src.at < want:
-                try:
-                    more = src.read(self.chunk)
-                except TraceFormatError:  # a broken stream, reported after the pieces before it, as in one pass
-                    while waiting:
-                        yield taken()
-                    raise
-                if more:
-                    continue
-                while waiting:
-                    yield taken()
-                yield self._tail(src, bare_array)
-                return
-            at = cut(src.data, src.at, src.end)
-            if at > 0:
-                data, start = src.data, src.at
-                src.hand_over(_WS_RUN.match(data, at).end() + 1, spare.pop() if spare else None)
-                waiting.append((pool.submit(decode.piece, data, start, at, not self.gpu.is_set(), self.path), data))
-                want = self.chunk
-                while waiting and (len(waiting) > ahead or waiting[0][0].done()):
-                    yield taken()
-                continue
-            want = (src.end - src.at) * 2
-
-    def _tail(self, src, bare_array: bool):
-        """The last piece's part, the keys after the events going into ``header``."""
-        head = b"[" if bare_array else PREFIX
-        part, extra = decode.tail(memoryview(head + src.data[src.at : src.end]), bare_array, self.path)
-        self.header.update(extra)
-        return part
