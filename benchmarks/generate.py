@@ -629,7 +629,6 @@ def write_kineto(path: Path, kernels: int, variant: str = "unfused", layers: int
         cbid = 652 if k.api == "cuLaunchKernelEx" else 211
         k_fmt.append(_KERNEL % ((k.kineto, k.regs, k.shmem, f"{blocks / 132:.6f}", f"{warps / 132:.6f}")
                                 + k.grid + k.block + (cat, api, cbid)))
-    g_ext = np.arange(nr, dtype=np.int64)
 
     n_events = 0
     counts = {"kernels": 0, "ranges": 0, "cpu_ops": 0, "api": 0}

@@ -19,8 +19,8 @@ interleaved (every task once, then every task again), each run a fresh whole pro
     python -m benchmarks.side_by_side --setup          # both venvs, the data
     python -m benchmarks.side_by_side --reps 3 --reps-slow 1 --sizes 1M,3M
 
-Samples go to ``benchmarks/results/side_by_side.json``; the table it prints (medians, ratios)
-is what RESULTS.md quotes.
+Samples go to ``benchmarks/results/side_by_side.json`` (``--out`` for another file); the table
+it prints (medians, ratios) is what RESULTS.md quotes.
 """
 
 from __future__ import annotations
@@ -158,6 +158,8 @@ def main(argv=None) -> None:
     ap.add_argument("--reps-slow", type=int, default=1, help="repetitions of the nsys-ai and HTA tasks")
     ap.add_argument("--only", default="", help="comma list of words a task's name must contain one of")
     ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--out", type=Path, default=OUT,
+                    help="where the samples go (the last outputs beside it, *_outputs.json)")
     a = ap.parse_args(argv)
     if a.setup:
         setup_nsys_ai()
@@ -175,11 +177,11 @@ def main(argv=None) -> None:
             res[name].append(r)
             print(time.strftime("%H:%M:%S"), f"{name} run {rep + 1}: {r.get('wall_s', 0):.2f} s"
                   f"{' ERROR ' + r['error'][-200:] if 'error' in r else ''}", flush=True)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
     keep = {k: [{x: y for x, y in s.items() if x != "stdout"} for s in v] for k, v in res.items()}
     outputs = {k: v[-1].get("stdout", "")[:2_000_000] for k, v in res.items() if v}
-    OUT.write_text(json.dumps({"machine": {"nproc": os.cpu_count(), "git": _git()}, "samples": keep}, indent=1) + "\n")
-    (OUT.with_name("side_by_side_outputs.json")).write_text(json.dumps(outputs) + "\n")
+    a.out.write_text(json.dumps({"machine": {"nproc": os.cpu_count(), "git": _git()}, "samples": keep}, indent=1) + "\n")
+    a.out.with_name(a.out.stem + "_outputs.json").write_text(json.dumps(outputs) + "\n")
     print(table(res))
 
 
