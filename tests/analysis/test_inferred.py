@@ -130,12 +130,17 @@ def test_the_layers_hint_finds_steps_of_identical_layers(name, layers):
 
 
 # Pairs of workbench-timed captures (A, B): unfused against fused KV writes, cache layouts,
-# eager against graphs. The eager steps nsys traced ran slower than the timed ones and not by
-# the same factor (the profiler's cost per launch): their verdicts from the trace disagree.
+# eager against graphs. Eager steps run slower under nsys than timed (its cost per launch), and
+# the first few recorded ones slower still: the 3-step eager captures disagree, the cache pair
+# even in direction; with 30 recorded steps (`eager30`) the cache pair agrees within 2%. Where
+# B launches half the kernels A does, the profiler's cost per launch shrinks the change: the
+# direction agrees, the ratio not within 10% (kv_write fused eager, eager against graphs).
 _EAGER = pytest.mark.xfail(strict=True, reason="eager steps under the profiler: see benchmarks/RESULTS.md")
 PAIRS = [pytest.param("h200-kvwrite-unfused-eager-nsys", "h200-kvwrite-fused-eager-nsys", marks=_EAGER),
+         pytest.param("h200-kvwrite-unfused-eager30-nsys", "h200-kvwrite-fused-eager30-nsys", marks=_EAGER),
          ("h200-kvwrite-unfused-cudagraph-nsys", "h200-kvwrite-fused-cudagraph-nsys"),
          pytest.param("h200-cache-full-ctx2048-eager-nsys", "h200-cache-bucketed-ctx2048-eager-nsys", marks=_EAGER),
+         ("h200-cache-full-ctx2048-eager30-nsys", "h200-cache-bucketed-ctx2048-eager30-nsys"),
          pytest.param("h200-hf-attn-sdpa-static-nsys", "h200-hf-attn-sdpa-static-cudagraph-nsys", marks=_EAGER),
          ("h200-phi4-cache-full-ctx8192-cudagraph-nsys", "h200-phi4-cache-bucketed-ctx8192-cudagraph-nsys"),
          ("h200-phi4-cache-full-ctx512-cudagraph-nsys", "h200-phi4-cache-bucketed-ctx512-cudagraph-nsys")]

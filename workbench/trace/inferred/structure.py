@@ -42,9 +42,13 @@ from .periods import WINDOW, anchored_layers, layer_block, mismatch, spacings, s
 # Exactly repeating blocks that cover less of a step than this are no layers (a few layers
 # alike among others that differ): the anchors then say where the layers are.
 COVERED = 0.7
-# A period that leaves room for a prologue is a step unless the strongest boundary of a
-# multiple of it stands out this much over the same place one period on (:func:`_above_layers`).
+# The strongest boundary of a multiple of the token period stands out this much over the same
+# place one period on where the period is a layer (:func:`_above_layers`) ...
 WIDER = 1.5
+# ... and, where the period leaves room for a prologue (the reading of a step), the multiple's
+# boundaries stand out this much more than the period's (a step of eight layers: 2-2.2x in the
+# committed traces; a longer host gap every few steps: 1.4x).
+ROOMY = 1.75
 # Deferred per-layer runs after the last layer (:func:`_deferred`): at least this many layers,
 # blocks of at most this many kernels.
 DEFERRED_LAYERS, DEFERRED_BLOCK = 4, 3
@@ -158,12 +162,11 @@ def _contrast(b: np.ndarray, period: int) -> float:
     return float(col.max() / max(float(np.median(col)), 1e-9))
 
 
-def _widen(tok: np.ndarray, b: np.ndarray, period: int, room) -> int | None:
+def _widen(tok: np.ndarray, b: np.ndarray, period: int) -> int | None:
     """The step period where the token period is one layer: the smallest multiple of it whose
     steps start at a gap that stands out over its layers' (:func:`_above_layers`: a step of
-    identical layers and nothing else). Else, where the period leaves no room for a prologue
-    (``room``: :func:`_room`), steps that vary more from step to step than from layer to layer
-    (eager attention over a growing cache): of the spacings of tokens that recur less often
+    identical layers and nothing else). Else steps that vary more from step to step than
+    from layer to layer (eager attention over a growing cache): of the spacings of tokens that recur less often
     (a step's embedding, its sampler) and are no multiple of it, the one whose boundaries
     stand out most (the strongest place over the median place, three times at least), or the smallest
     divisor of it among them that stands out 70% as much. None when none does."""
@@ -172,7 +175,7 @@ def _widen(tok: np.ndarray, b: np.ndarray, period: int, room) -> int | None:
     # (a program's first launches) outweigh.
     multiples = [k * period for k in range(2, min(32, n // (3 * period)) + 1)]
     wide = next((w for w in multiples if _above_layers(b, w, period)), None)
-    if wide is not None or room is not None:
+    if wide is not None:
         return wide
     # The multiples failed above: a step of whole layers would have stood out there.
     cand = {int(c) for c in spacings(tok[:WINDOW], above=period) if c <= n // 3 and c % period}
@@ -213,8 +216,9 @@ def _room(tok: np.ndarray, period: int) -> tuple[int, int, int] | None:
     if len(tok) < 2 * period:
         return None
     found = layer_block(tok[: 2 * period], longest=period // 2)
-    # Layers fill most of a step: a short run of repeats in a period is no layer block.
-    return found if found is not None and period // 2 <= found[1] * found[2] < period else None
+    # Layers fill most of a step: a short run of repeats in a period is no layer block, nor
+    # are two like kernels in a row (a cast and an add: "layers" of one kernel).
+    return found if found is not None and found[1] > 1 and period // 2 <= found[1] * found[2] < period else None
 
 
 def _phase(b: np.ndarray, period: int, room: tuple[int, int, int] | None) -> int:
@@ -274,11 +278,13 @@ def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None, kind: 
         return None
     period, miss = found
     room = _room(tok, period)
-    wide = _widen(tok, b, period, room)
-    if wide is not None:
-        room = None
+    wide = _widen(tok, b, period)
+    if wide is not None and room is not None and _contrast(b, wide) < ROOMY * _contrast(b, period):
+        wide = None  # the period leaves room for a prologue, and a multiple stands out little more
     if wide is not None and hint and wide < hint * period:
         wide = None  # gaps that stand out more often than a step of the hinted layers can be
+    if wide is not None:
+        room = None
     if wide is not None:
         period = wide
         miss = mismatch(tok[: min(len(tok), WINDOW)], period)
