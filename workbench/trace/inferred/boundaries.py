@@ -1,0 +1,152 @@
+"""Where decode steps start in one GPU's kernel stream (:mod:`.structure` uses it): each
+kernel's strength as a step's first kernel (a CUDA-graph launch, else the GPU's idle gap before
+it plus the host's gap before its launch), those strengths per place of a period (the median
+over the periods), the step period widened from one layer where the gaps say so, and the
+steps' first kernels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .periods import WINDOW, layer_block, spacings
+
+# The strongest boundary of a multiple of the token period stands out this much over the same
+# place one period on where the period is a layer (:func:`_above_layers`) ...
+WIDER = 1.5
+# ... and, where the period leaves room for a prologue (the reading of a step), the multiple's
+# boundaries stand out this much more than the period's (a step of eight layers: 2-2.2x in the
+# committed traces; a longer host gap every few steps: 1.4x).
+ROOMY = 1.75
+
+
+def boundary(c: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, str]:
+    """Per kernel, how strongly it looks like a step's first kernel, the strong ones, and what
+    the strength rests on."""
+    start, end = c["start"], c["end"]
+    gap = np.zeros(len(start), np.float64)
+    gap[1:] = np.maximum(start[1:] - np.maximum.accumulate(end)[:-1], 0)
+    ls, le = c["launch_start"], c["launch_end"]
+    host = np.zeros(len(start), np.float64)
+    known = (ls[1:] >= 0) & (le[:-1] >= 0)
+    host[1:] = np.where(known, np.maximum(ls[1:] - le[:-1], 0), 0)
+    graph = c["graph"].astype(bool)
+    first = graph & np.r_[True, (c["correlation"][1:] != c["correlation"][:-1]) | ~graph[:-1]]
+    b = gap + host
+    if first.any():
+        return b + first * 1e18, np.flatnonzero(first), "graph launches"
+    med = float(np.median(b)) if len(b) else 0.0
+    strong = np.flatnonzero(b > 20 * med) if med > 0 else np.zeros(0, np.int64)
+    return b, strong, "idle gaps before steps" + (" and launch gaps" if known.any() else "")
+
+
+def _columns(b: np.ndarray, period: int) -> np.ndarray:
+    """Per place in a period: the median boundary strength there over the periods."""
+    return np.median(_rows(b, period), axis=0)
+
+
+def _rows(b: np.ndarray, period: int) -> np.ndarray:
+    """The boundary strengths of the first periods (200k kernels at most), one row each. The
+    stream's first kernel has nothing before it: its strength is taken as one period on."""
+    m = max(1, min(len(b), 200_000) // period)
+    x = b[: m * period].reshape(m, period)
+    if m > 1:
+        x = x.copy()
+        x[0, 0] = x[1, 0]
+    return x
+
+
+def contrast(b: np.ndarray, period: int) -> float:
+    col = _columns(b, period)
+    return float(col.max() / max(float(np.median(col)), 1e-9))
+
+
+def widen(tok: np.ndarray, b: np.ndarray, period: int) -> int | None:
+    """The step period where the token period is one layer: the smallest multiple of it whose
+    steps start at a gap that stands out over its layers' (:func:`_above_layers`: a step of
+    identical layers and nothing else). Else steps that vary more from step to step than
+    from layer to layer (eager attention over a growing cache): of the spacings of tokens that recur less often
+    (a step's embedding, its sampler) and are no multiple of it, the one whose boundaries
+    stand out most (the strongest place over the median place, three times at least), or the smallest
+    divisor of it among them that stands out 70% as much. None when none does."""
+    n = len(tok)
+    # Three periods at least: the median place of two is their mean, which a warm-up's gaps
+    # (a program's first launches) outweigh.
+    multiples = [k * period for k in range(2, min(32, n // (3 * period)) + 1)]
+    wide = next((w for w in multiples if _above_layers(b, w, period)), None)
+    if wide is not None:
+        return wide
+    # The multiples failed above: a step of whole layers would have stood out there.
+    cand = {int(c) for c in spacings(tok[:WINDOW], above=period) if c <= n // 3 and c % period}
+    stand = {c: contrast(b, c) for c in sorted(cand)}
+    if not stand:
+        return None
+    top = max(stand, key=stand.get)
+    if stand[top] < 3.0:
+        return None
+    # A multiple of the step stands out as much as the step: the smallest divisor of the
+    # best that nearly does.
+    return next(c for c, v in stand.items() if top % c == 0 and v >= 0.7 * stand[top])
+
+
+def _above_layers(b: np.ndarray, wide: int, period: int) -> bool:
+    """Whether steps of ``wide`` kernels (a multiple of ``period``) start where the gap is
+    ``WIDER`` times the gap at the same place of the step's other periods (the medians over
+    the steps), and is the largest of those places in two steps of three at least: the period
+    is one layer (of a kernel or two, whose repeats look like a prologue and layers), and the
+    host waits longer between steps than between layers. Steps whose period leaves that room
+    have as large a gap one step on, and no multiple passes; a multiple of a layer that is no
+    step has its largest place at random in each step."""
+    if wide % period:
+        return False
+    col = _columns(b, wide)
+    top = int(np.argmax(col))
+    places = (top + period * np.arange(wide // period)) % wide
+    if col[top] < WIDER * col[places[1:]].max():
+        return False
+    m = max(1, min(len(b), 200_000) // wide)
+    rows = _rows(b, wide)[:, places]
+    return bool((rows.argmax(axis=1) == 0).sum() >= 2 * m / 3)
+
+
+def room(tok: np.ndarray, period: int) -> tuple[int, int, int] | None:
+    """The layer blocks of one period (two periods of the stream searched) when they leave
+    room for a prologue or an epilogue: the period is a step, not a layer."""
+    if len(tok) < 2 * period:
+        return None
+    found = layer_block(tok[: 2 * period], longest=period // 2)
+    # Layers fill most of a step: a short run of repeats in a period is no layer block, nor
+    # are two like kernels in a row (a cast and an add: "layers" of one kernel).
+    return found if found is not None and found[1] > 1 and period // 2 <= found[1] * found[2] < period else None
+
+
+def _phase(b: np.ndarray, period: int, room: tuple[int, int, int] | None) -> int:
+    """Where in the period steps start: the strongest boundary among the places outside the
+    layer blocks (between one step's last layer and the next one's first), or anywhere when
+    the period has no room outside them."""
+    col = _columns(b, period)
+    if room is not None:
+        a, block, count = room
+        allowed = np.arange(a + block * count, a + period + 1) % period
+        return int(allowed[np.argmax(col[allowed])])
+    return int(np.argmax(col))
+
+
+def starts(tok: np.ndarray, b: np.ndarray, period: int, room) -> np.ndarray:
+    """Each step's first kernel (see the module docstring)."""
+    n = len(tok)
+    phase = _phase(b, period, room)
+    anchor = tok[phase], tok[phase + 1] if phase + 1 < n else -1
+    hits = np.flatnonzero((tok[:-1] == anchor[0]) & (tok[1:] == anchor[1]))
+    tol = max(1, period // 4)
+    out = [phase]
+    while out[-1] + period < n:
+        want = out[-1] + period
+        j = int(np.searchsorted(hits, want))
+        near = [int(h) for h in hits[max(0, j - 1): j + 1] if abs(int(h) - want) <= tol and h > out[-1]]
+        out.append(min(near, key=lambda h: abs(h - want)) if near else want)
+    if n - out[-1] < period - tol:  # the last step, cut short by the end of the window
+        out.pop()
+    if phase >= period - tol:  # a first step before the phase, its start cut by the window
+        out.insert(0, max(0, phase - period))
+    return np.asarray(out, np.int64)
