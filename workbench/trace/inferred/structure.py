@@ -41,8 +41,8 @@ import pandas as pd
 
 from ..schema import Trace
 from .names import FUSED_NORM, POINTWISE, kinds, tokens
-from .replays import replay_steps
 from .boundaries import ROOMY, boundary, contrast, room as layer_room, starts as step_starts, widen
+from .replays import replay_steps
 from .periods import WINDOW, anchored_layers, layer_block, mismatch, step_period
 
 # Exactly repeating blocks that cover less of a step than this are no layers (a few layers
@@ -151,9 +151,7 @@ def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None, kind: 
     if wide is not None and hint and wide < hint * period:
         wide = None  # gaps that stand out more often than a step of the hinted layers can be
     if wide is not None:
-        room = None
-    if wide is not None:
-        period = wide
+        period, room = wide, None
         miss = mismatch(tok[: min(len(tok), WINDOW)], period)
         if "graph" not in evidence:
             evidence = f"idle and launch gaps standing out every {period} kernels"
