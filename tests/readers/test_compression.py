@@ -1,10 +1,12 @@
 """gzip through the library compression.py chose: the bytes of real gzipped captures as the
-standard library reads them, every member of a stream, damage reported as the readers report
-it, and what it writes read back by the standard library."""
+standard library reads them, every member of a stream, ``readinto`` going on where a read
+stopped (each library installed), damage reported as the readers report it, and what it
+writes read back by the standard library."""
 
 from __future__ import annotations
 
 import gzip
+import importlib
 import importlib.util
 import io
 
@@ -29,6 +31,21 @@ def test_real_captures_read_as_the_standard_library_reads_them(path):
         assert isinstance(fh, gzip.GzipFile)  # what the Kineto reader asks of a gzip stream
         got = fh.read()
     assert got == gzip.decompress(path.read_bytes())
+
+
+@pytest.mark.parametrize("lib", [m for m in ("isal.igzip", "zlib_ng.gzip_ng", "gzip")
+                                 if importlib.util.find_spec(m.split(".")[0])])
+def test_readinto_goes_on_where_read_stopped(tmp_path, lib):
+    """``compression.readinto`` (what the Kineto reader fills its buffer with) gives the bytes
+    after those ``read`` gave, across members, whichever library opened the stream."""
+    data = bytes(range(256)) * 40_000
+    path = tmp_path / "two.gz"
+    path.write_bytes(gzip.compress(data[:3_000_000], 1) + gzip.compress(data[3_000_000:], 1))
+    with importlib.import_module(lib).open(path, "rb") as fh:
+        got, buf = bytearray(fh.read(1000)), bytearray(1 << 20)
+        while n := compression.readinto(fh, memoryview(buf)):
+            got += buf[:n]
+    assert got == data
 
 
 def test_every_member_read(tmp_path):
