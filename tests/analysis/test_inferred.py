@@ -136,10 +136,6 @@ def test_the_layers_hint_finds_steps_of_identical_layers(name, layers):
 # B launches half the kernels A does, the profiler's cost per launch shrinks the change: the
 # direction agrees, the ratio not within 10% (kv_write fused eager, eager against graphs).
 _EAGER = pytest.mark.xfail(strict=True, reason="eager steps under the profiler: see benchmarks/RESULTS.md")
-# The decoder's compile engine under nsys: the capture replays the decode graph twice before its
-# first step (slower, as the first replays CUPTI records are), and with no range nothing tells
-# those replays from steps: 5 steps a side, 1.03x against the timed 0.88x.
-_WARMUP = pytest.mark.xfail(strict=True, reason="warm-up replays read as steps: see benchmarks/RESULTS.md")
 PAIRS = [pytest.param("h200-kvwrite-unfused-eager-nsys", "h200-kvwrite-fused-eager-nsys", marks=_EAGER),
          pytest.param("h200-kvwrite-unfused-eager30-nsys", "h200-kvwrite-fused-eager30-nsys", marks=_EAGER),
          ("h200-kvwrite-unfused-cudagraph-nsys", "h200-kvwrite-fused-cudagraph-nsys"),
@@ -151,7 +147,7 @@ PAIRS = [pytest.param("h200-kvwrite-unfused-eager-nsys", "h200-kvwrite-fused-eag
          ("h200-phi4-cache-full-ctx2048-cudagraph-nsys", "h200-phi4-cache-bucketed-ctx2048-cudagraph-nsys"),
          ("h100-kvwrite-unfused-cudagraph-torch", "h100-kvwrite-fused-cudagraph-torch"),
          ("h200-kvwrite-unfused-compile-torch", "h200-kvwrite-fused-compile-torch"),
-         pytest.param("h200-kvwrite-unfused-compile-nsys", "h200-kvwrite-fused-compile-nsys", marks=_WARMUP),
+         ("h200-kvwrite-unfused-compile-nsys", "h200-kvwrite-fused-compile-nsys"),
          ("h200-hf-attn-sdpa-static-torch", "h200-hf-attn-eager-static-torch"),
          pytest.param("h200-kvwrite-unfused-eager-torch", "h200-kvwrite-fused-eager-torch", marks=_EAGER),
          pytest.param("h200-cache-full-ctx8192-eager-torch", "h200-cache-bucketed-ctx8192-eager-torch", marks=_EAGER)]

@@ -5,8 +5,10 @@ One sample per decode step: from the step's start to its last kernel's end. A st
 its range's start where the trace has step ranges (:mod:`..steps`: the same steps every view
 counts), else, for steps inferred from the kernel stream (:mod:`.structure`), its first
 kernel's launch (a CUDA graph's launch, for a replayed step; the kernel's own start where no
-launch was recorded). Steps on several threads or ranks are one step: the earliest start, the
-latest end. Two such sample sets are compared by the one comparison of timed phases
+launch was recorded); or the previous step's last kernel's end where that is later: a
+program that does not wait for each token (gpt-fast's decode loop) launches steps ahead of
+the GPU, and from launch to end would count the queue too (the samples would overlap). Steps
+on several threads or ranks are one step: the earliest start, the latest end. Two such sample sets are compared by the one comparison of timed phases
 (:func:`..stats.compare_samples`), and the comparison says where its samples came from.
 """
 
@@ -58,8 +60,7 @@ def step_times(trace: Trace, layers: int | None = None) -> StepTimes | None:
         of = np.where(of >= 0, row[np.maximum(of, 0)], -1)
         last_kernel = np.full(n, np.iinfo(np.int64).min)
         np.maximum.at(last_kernel, of[of >= 0], end[of >= 0])
-        stop = np.maximum(last, last_kernel)
-        return StepTimes(((stop - first) / 1e6).tolist(), "step range's start to its last kernel's end")
+        return _spans(first, np.maximum(last, last_kernel), "step range's start")
     found = infer(trace, layers)
     sel = found.step >= 0
     if not sel.any():
@@ -68,8 +69,19 @@ def step_times(trace: Trace, layers: int | None = None) -> StepTimes | None:
     begin = np.where(launch >= 0, np.minimum(launch, k["start"].to_numpy()), k["start"].to_numpy())
     # Inferred steps are numbered per GPU: one step on several GPUs is one sample.
     g = pd.DataFrame({"step": found.step[sel], "begin": begin[sel], "end": end[sel]}).groupby("step")
-    spans = (g["end"].max() - g["begin"].min()).to_numpy()
-    return StepTimes((spans / 1e6).tolist(), "inferred step's first launch to its last kernel's end")
+    return _spans(g["begin"].min().to_numpy(), g["end"].max().to_numpy(), "inferred step's first launch")
+
+
+def _spans(first: np.ndarray, stop: np.ndarray, start_is: str) -> StepTimes:
+    """Steps from ``first`` (or the step before's ``stop``, where later) to ``stop``, ns."""
+    order = np.argsort(first, kind="stable")
+    before = np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(stop[order])[:-1]]
+    begin = first.copy()
+    begin[order] = np.maximum(first[order], before)
+    queued = int((begin > first).sum())
+    measure = f"{start_is}, or the step before's end where the host ran ahead ({queued} steps), to its last kernel's end" \
+        if queued else f"{start_is} to its last kernel's end"
+    return StepTimes(((stop - begin) / 1e6).tolist(), measure)
 
 
 def timing(a: Trace, b: Trace) -> list[Comparison]:
