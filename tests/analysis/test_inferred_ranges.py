@@ -149,3 +149,23 @@ def test_the_widget_times_the_decode_step_from_the_trace(store):
     w = TraceDiffWidget("unfused", "fused", root=store)
     assert "decode step: 0.6244 \u2192 0.3945 ms, 0.63x" in w.summary.value
     assert "[from the trace (A: 3 steps, B: 3 steps" in w.summary.value
+
+
+def test_an_open_source_engine_nobody_instrumented_gets_its_steps_layers_and_timing():
+    # gpt-fast (benchmarks/user_programs/gpt_fast_decode.py) decoding under torch.compile's
+    # CUDA graphs on the H200, its KV cache 8192 rows against 1024, captured in a
+    # cudaProfilerStart/Stop window with no range and no provenance: its attention reads the
+    # whole cache, so every layer's GPU time falls with it, and the steps queue ahead of the GPU.
+    a, b = "h200-gptfast-cache8192-window-nsys", "h200-gptfast-cache1024-window-nsys"
+    for name in (a, b):
+        info = wb.open_trace(name, root=TRACES).meta[INFERRED]
+        assert info["applied"] and (info["steps"], info["layers"]) == (15, 8)
+    out = run_cli("diff", a, b, root=TRACES).stdout
+    assert "inferred_layer in all 8 layers" in out and "kernels 13.38 each" in out
+    per_layer = [line for line in out.splitlines() if line.startswith("  layer ")]
+    assert len(per_layer) == 8
+    assert all(float(line.split("(")[1].split("->")[0]) > float(line.split("->")[2].split(" us")[0])
+               for line in per_layer), per_layer
+    timing_line = next(line for line in out.splitlines() if line.startswith("  decode step:"))
+    assert "faster" in timing_line and "from the trace (A: 15 steps, B: 15 steps" in timing_line
+    assert "where the host ran ahead" in timing_line
