@@ -1,6 +1,6 @@
 """Re-import stored captures from the raw file kept with them, with this revision's importer.
 
-    python benchmarks/reimport.py traces/NAME [--as NEW_NAME] [--root traces]
+    python benchmarks/reimport.py traces/NAME [--as NEW_NAME] [--root traces] [--tables]
 
 A capture stored with ``--keep-raw`` holds its Kineto JSON or SQLite export under ``raw/``.
 When the importer learns something (Kineto graph kernels matched to their capture, say), a
@@ -9,7 +9,8 @@ and what the import derives (source, attribution, graph and compiled notes) are 
 while what only the capture knew (capture, timing, outputs, env, stored_at) is kept, as are the
 compiler's call sites. ``--as`` stores it under another name (a capture made on another GPU
 than its name says). A trace whose only raw file is its ``.nsys-rep`` is exported to SQLite
-again first, which needs nsys (the GPU machine).
+again first, which needs nsys (the GPU machine); ``--tables`` instead builds the trace again
+from its stored tables (what the import infers made anew), on any machine.
 """
 
 from __future__ import annotations
@@ -60,13 +61,44 @@ def reimport(trace_dir: Path, name: str, root: Path) -> Path:
         return save(trace, name, root=root, overwrite=True, raw=extra)
 
 
+def rederive(trace_dir: Path, name: str, root: Path) -> Path:
+    """``--tables``: the trace built again from its stored tables, so that what the import
+    infers (steps and layers from the kernel stream) is this revision's: its kernels, API
+    calls and copies are the import's already, and the ranges the capture recorded (a
+    library's own, cub's) are read again as they were; the inferred ones are dropped and found
+    anew. Not for a trace with the compiler's call sites (their ranges come from provenance:
+    re-import those from raw/). No raw file or nsys needed."""
+    from workbench.trace import save
+    from workbench.trace.assemble import build
+    from workbench.trace.options import ImportOptions
+    from workbench.trace.schema import RawTables
+    from workbench.trace.store import load
+
+    old = load(trace_dir)
+    if old.sites is not None and len(old.sites):
+        raise SystemExit(f"reimport: {trace_dir}: --tables: the trace has the compiler's call sites; re-import it from raw/")
+    recorded = old.ranges[old.ranges["domain"].astype(str) != "inferred"]
+    tables = {"kernels": old.kernels.drop(columns=["range_id"]).copy(), "api": old.api.copy(),
+              "ranges": recorded[["name", "start", "end", "pid", "tid", "domain"]].reset_index(drop=True),
+              "memcpy": old.memcpy.copy(), "memset": old.memset.copy()}
+    hint = (old.meta.get("inferred") or {}).get("hint_layers")
+    trace = build(RawTables(tables, {"source": dict(old.meta["source"])}), name, ImportOptions(layers=hint))
+    for key in KEEP:
+        if key in old.meta:
+            trace.meta[key] = old.meta[key]
+    extra = [trace_dir / e["file"] for e in old.meta.get("raw", [])]
+    return save(trace, name, root=root, overwrite=True, raw=extra)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace", type=Path, help="a stored trace directory")
     ap.add_argument("--as", dest="name", help="store it under this name (default: its own)")
     ap.add_argument("--root", type=Path, default=REPO / "traces", help="the store to write to")
+    ap.add_argument("--tables", action="store_true",
+                    help="build it again from its stored tables: steps and layers inferred anew, no nsys needed")
     args = ap.parse_args(argv)
-    out = reimport(args.trace, args.name or args.trace.name, args.root)
+    out = (rederive if args.tables else reimport)(args.trace, args.name or args.trace.name, args.root)
     meta = json.loads((out / "manifest.json").read_text())
     print(f"{out}: {meta['counts']['kernels']} kernels, {meta['counts']['ranges']} ranges; "
           f"{(meta.get('graph_kernels') or {}).get('note', 'no CUDA-graph kernels')}")
