@@ -89,7 +89,9 @@ def build(raw: RawTables, where: str, options: ImportOptions = DEFAULT) -> Trace
                 parent, depth = ranges["parent"].to_numpy(), ranges["depth"].to_numpy()
                 set_column(kernels, "range_id", range_id)
         inferred = None
-        if options.infer:
+        # A CPU-only capture's work units are its top-level CPU ops, timed on threads: no
+        # device gaps or launches tell steps apart there, so none are inferred.
+        if options.infer and raw.meta.get("source", {}).get("work_units", "kernel") != "cpu_op":
             added, range_id, inferred = inferred_ranges(kernels, out["ranges"], options.layers)
             if added is not None:
                 ranges, range_id = merged(out["ranges"], added, range_id)
