@@ -25,15 +25,8 @@
 # captures with that backend alone; NO_TWINS=1 leaves the eager twins and recipes as they are.
 set -u
 cd "$(dirname "$0")/.."
-DEVICE=${DEVICE:-cuda}
-if [ "$DEVICE" = cuda ]; then source benchmarks/h200_setup.sh; else OUT=${OUT:-/tmp/h200-out}; mkdir -p "$OUT"; fi
+source benchmarks/campaign_device.sh
 PART=${PART:-hf}
-# Trace names start with the GPU they ran on (the lent machine may be an H100 or an H200).
-if [ "$DEVICE" = cuda ]; then
-    case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in *H100*) P=h100;; *H200*) P=h200;; *) P=gpu;; esac
-else
-    P=cpu
-fi
 P=${PREFIX:-$P}
 LOG="$OUT/commands-$PART.log"
 source benchmarks/campaign_log.sh

@@ -10,13 +10,11 @@
 # made. DEVICE=cpu checks the script without a GPU (torch backend, tiny shapes).
 set -u
 cd "$(dirname "$0")/.."
-DEVICE=${DEVICE:-cuda}
-if [ "$DEVICE" = cuda ]; then source benchmarks/h200_setup.sh; else OUT=${OUT:-/tmp/h200-out}; mkdir -p "$OUT"; fi
+source benchmarks/campaign_device.sh
 if [ "$DEVICE" = cuda ]; then
-    case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in *H100*) P=h100;; *H200*) P=h200;; *) P=gpu;; esac
     B=nsys; RUN=(--new-tokens 16); CACHES=(8192 1024)
 else
-    P=cpu; B=torch; RUN=(--shape tiny --prompt 8 --new-tokens 4 --device cpu); CACHES=(256 64)
+    B=torch; RUN=(--shape tiny --prompt 8 --new-tokens 4 --device cpu); CACHES=(256 64)
 fi
 PART=${PART:-window}
 LOG="$OUT/commands-gpt-fast-$PART.log"

@@ -11,13 +11,11 @@
 # DEVICE=cpu checks the script without a GPU (torch backend, tiny shapes, no re-import).
 set -u
 cd "$(dirname "$0")/.."
-DEVICE=${DEVICE:-cuda}
-if [ "$DEVICE" = cuda ]; then source benchmarks/h200_setup.sh; else OUT=${OUT:-/tmp/h200-out}; mkdir -p "$OUT"; fi
+source benchmarks/campaign_device.sh
 if [ "$DEVICE" = cuda ]; then
-    case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in *H100*) P=h100;; *H200*) P=h200;; *) P=gpu;; esac
     B=nsys; STEPS=(--steps 30 --repeats 30 --warmup 3); SHAPE=()
 else
-    P=cpu; B=torch; STEPS=(--steps 4 --repeats 2 --warmup 1)
+    B=torch; STEPS=(--steps 4 --repeats 2 --warmup 1)
     SHAPE=(--variant layers=2 --variant heads=2 --variant head_dim=16 --variant mlp_dim=64)
 fi
 LOG="$OUT/commands-trace-timing.log"

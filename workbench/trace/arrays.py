@@ -1,5 +1,6 @@
 """Array helpers over a trace's tables that the trace layer and the analysis both use: exact
-per-group sums, and the climb of a forest given as a parent array."""
+per-group sums, the climb of a forest given as a parent array, and steps that queued behind
+the one before."""
 
 from __future__ import annotations
 
@@ -38,3 +39,17 @@ def climb(parent: np.ndarray, stop: np.ndarray | None = None) -> tuple[np.ndarra
         active = active[up[active] >= 0]
         active = active[~stop[up[active]]]
     return up, dist
+
+
+def queued_starts(start: np.ndarray, end: np.ndarray, group: np.ndarray | None = None) -> np.ndarray:
+    """Each interval's start, or the latest end of the intervals that start before it in its
+    ``group`` (one sequence when None), where that is later: a step launched while the one
+    before still ran starts, on the device, when that one ends. Groups are few (GPUs)."""
+    key = np.zeros(len(start), np.int64) if group is None else np.asarray(group)
+    out = start.copy()
+    for g in np.unique(key):
+        o = np.flatnonzero(key == g)
+        o = o[np.argsort(start[o], kind="stable")]
+        before = np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(end[o])[:-1]]
+        out[o] = np.maximum(start[o], before)
+    return out

@@ -8,7 +8,8 @@ kernel's launch (a CUDA graph's launch, for a replayed step; the kernel's own st
 launch was recorded); or the previous step's last kernel's end where that is later: a
 program that does not wait for each token (gpt-fast's decode loop) launches steps ahead of
 the GPU, and from launch to end would count the queue too (the samples would overlap). Steps
-on several threads or ranks are one step: the earliest start, the latest end. Two such sample sets are compared by the one comparison of timed phases
+on several threads or ranks are one step: the earliest start, the latest end. Two such
+sample sets are compared by the one comparison of timed phases
 (:func:`..stats.compare_samples`), and the comparison says where its samples came from.
 """
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ...trace.arrays import queued_starts
 from ...trace.schema import Trace
 from ..stats import Comparison, compare_samples, compare_timing
 from ..steps import DECODE, step_rows, trace_steps_info
@@ -74,10 +76,7 @@ def step_times(trace: Trace, layers: int | None = None) -> StepTimes | None:
 
 def _spans(first: np.ndarray, stop: np.ndarray, start_is: str) -> StepTimes:
     """Steps from ``first`` (or the step before's ``stop``, where later) to ``stop``, ns."""
-    order = np.argsort(first, kind="stable")
-    before = np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(stop[order])[:-1]]
-    begin = first.copy()
-    begin[order] = np.maximum(first[order], before)
+    begin = queued_starts(first, stop)
     queued = int((begin > first).sum())
     measure = f"{start_is}, or the step before's end where the host ran ahead ({queued} steps), to its last kernel's end" \
         if queued else f"{start_is} to its last kernel's end"

@@ -15,8 +15,8 @@ from .periods import WINDOW, layer_block, spacings
 # place one period on where the period is a layer (:func:`_above_layers`) ...
 WIDER = 1.5
 # ... and, where the period leaves room for a prologue (the reading of a step), the multiple's
-# boundaries stand out this much more than the period's (a step of eight layers: 2-2.2x in the
-# committed traces; a longer host gap every few steps: 1.4x).
+# boundaries stand out this much more than the period's: between what a step of several layers
+# shows and what a longer host gap every few steps does (benchmarks/RESULTS.md, issue 37).
 ROOMY = 1.75
 
 

@@ -6,8 +6,8 @@ Each inferred step is a range ``step_<i>`` (numbered per GPU, as the workbench's
 its steps: every view then counts them as decode steps), from its first kernel's launch (a CUDA
 graph's launch for a replayed step), or the step before's last kernel's end where that is later
 (a program that does not wait for each token launches steps ahead of the GPU: the step's time
-is its own, not the queue's, in every view), to its last kernel's end; each of its layers a child range
-``inferred_layer_<NN>`` over its kernels' GPU span. A step's prologue and epilogue kernels are in the step,
+is its own, not the queue's, in every view), to its last kernel's end; each of its layers a
+child range ``inferred_layer_<NN>`` over its kernels' GPU span. A step's prologue and epilogue kernels are in the step,
 in no layer; kernels before the first step stay in no range. The ranges' domain is
 ``inferred``, and the manifest's ``inferred`` section says what they rest on.
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..arrays import queued_starts
 from .structure import COLUMNS, gpus, infer_kernels
 
 DOMAIN = "inferred"
@@ -71,9 +72,9 @@ def _ranges(k: pd.DataFrame, step: np.ndarray, layer: np.ndarray, n: int) -> tup
     in_step = frame[frame["step"] >= 0]
     steps = in_step.sort_values("start", kind="stable").groupby(["gpu", "step"], sort=True).agg(
         start=("begin", "min"), end=("end", "max"), pid=("pid", "first"), tid=("tid", "first"))
-    # Per GPU, in step order: no step starts before the one before it ended.
-    before = steps["end"].groupby(level=0).transform(lambda e: e.cummax().shift(1))
-    steps["start"] = np.maximum(steps["start"].to_numpy(), before.fillna(np.iinfo(np.int64).min).to_numpy(np.int64))
+    # Per GPU: no step starts before the one before it ended.
+    steps["start"] = queued_starts(steps["start"].to_numpy(), steps["end"].to_numpy(),
+                                   steps.index.get_level_values(0).to_numpy())
     steps["id"] = np.arange(n, n + len(steps), dtype=np.int64)
     in_layer = in_step[in_step["layer"] >= 0]
     lay = in_layer.groupby(["gpu", "step", "layer"], sort=True).agg(

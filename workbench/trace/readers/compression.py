@@ -51,8 +51,8 @@ def readinto(fh: BinaryIO, view: memoryview) -> int:
     size asked for and copies it, so the stream is read through its buffered reader instead
     (``_buffer``, in the standard library, ISA-L and zlib-ng alike), which inflates straight
     into ``view``. The copy's object was fresh memory each time once glibc serves large blocks
-    from their own mappings (``ImportOptions(memory="release")``, the CLI's): 0.22 s against
-    0.08 s to read the 281 MB of a 16 MB gzipped Kineto trace in 8 MiB reads."""
+    from their own mappings (``ImportOptions(memory="release")``, the CLI's): what it cost is in
+    benchmarks/RESULTS.md (issue 39)."""
     return getattr(fh, "_buffer", fh).readinto(view)
 
 
