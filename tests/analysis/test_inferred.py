@@ -23,12 +23,7 @@ from helpers import TRACES
 # profiler API: the profiler's own launch cost hides the wait between steps), or whose middle
 # layer differs from the others (one op more): the step and the layer repeat alike in the
 # kernel stream (not solved yet: the --layers hint does, below).
-# And gpt-fast compiled with its coordinate-descent tuning (inductor fuses the GEMMs into its
-# reductions): by kernel kind, the block of 13 repeats from the replay's first kernel (the
-# embedding's), one kernel before the layers the provenance gives, each layer's MLP down
-# projection then read as the next layer's first kernel (91.9%).
-NOT_YET = ("h200-user-mlp-extra-window-nsys", "h200-user-mlp-window-torch", "h200-user-profapi-",
-           "h200-gptfast-cache8192-nsys", "h200-gptfast-cache1024-nsys")
+NOT_YET = ("h200-user-mlp-extra-window-nsys", "h200-user-mlp-window-torch", "h200-user-profapi-")
 
 
 def stripped(trace: Trace) -> Trace:
@@ -111,11 +106,10 @@ def test_the_layers_hint_splits_a_two_layer_block():
 
 # Steps of N identical layers and nothing else (the user programs, the reference decoder's
 # kernels with no prologue): where no gap tells a step from a layer, the --layers hint does.
-# Not yet with it: a program whose middle layer does one op more (the repeating block then
-# runs across steps), and a profiler-API capture of two steps where the gap before the
-# window's second layer is larger than the one between the steps.
+# Not yet with it: a program whose middle layer does one op more (its elementwise kernels are
+# one token, so the repeating block of three runs across the steps' starts).
 HINTED = {"h200-user-call-": 4, "h200-user-mlp-": 3, "h200-user-profapi-": 4, "ref-h200-": 8}
-HINT_NOT_YET = ("h200-user-mlp-extra-window-nsys", "h200-user-profapi-bash-nsys")
+HINT_NOT_YET = ("h200-user-mlp-extra-window-nsys",)
 
 
 def _hinted() -> list:

@@ -120,22 +120,31 @@ def room(tok: np.ndarray, period: int) -> tuple[int, int, int] | None:
     return found if found is not None and found[1] > 1 and period // 2 <= found[1] * found[2] < period else None
 
 
-def _phase(b: np.ndarray, period: int, room: tuple[int, int, int] | None) -> int:
+def _phase(tok: np.ndarray, b: np.ndarray, period: int, room: tuple[int, int, int] | None) -> int:
     """Where in the period steps start: the strongest boundary among the places outside the
     layer blocks (between one step's last layer and the next one's first), or anywhere when
-    the period has no room outside them."""
+    the period has no room outside them. There, where the strongest place starts with the
+    same two kernels as other places that are nearly as strong (a few steps of identical
+    layers: no gap tells which layer is a step's first) and the stream starts with them too,
+    the stream's first kernel starts a step: a capture window opens between steps."""
     col = _columns(b, period)
     if room is not None:
         a, block, count = room
         allowed = np.arange(a + block * count, a + period + 1) % period
         return int(allowed[np.argmax(col[allowed])])
-    return int(np.argmax(col))
+    top = int(np.argmax(col))
+    if top == 0 or len(tok) <= period:
+        return top
+    alike = np.flatnonzero((tok[:period] == tok[top]) & (tok[1: period + 1] == tok[top + 1]))
+    if alike[0] == 0 and len(alike) > 1 and col[top] < WIDER * np.sort(col[alike])[-2]:
+        return 0
+    return top
 
 
 def starts(tok: np.ndarray, b: np.ndarray, period: int, room) -> np.ndarray:
     """Each step's first kernel (see the module docstring)."""
     n = len(tok)
-    phase = _phase(b, period, room)
+    phase = _phase(tok, b, period, room)
     anchor = tok[phase], tok[phase + 1] if phase + 1 < n else -1
     hits = np.flatnonzero((tok[:-1] == anchor[0]) & (tok[1:] == anchor[1]))
     tol = max(1, period // 4)

@@ -147,19 +147,23 @@ def replayed_cuts(s: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndar
     anchor position: the replay starts at the model's forward, so its first kernel ``t``
     starts the first layer (a compiler fuses the embedding into the first norm), and every
     other layer starts at the ``t`` between the previous layer's last anchor and its own
-    first that is as far before that first as ``t`` is in the first layer (the norm before
-    the attention, not the one before the MLP). The last layer ends as far after its last
-    anchor as the others do, and takes one ``t`` more right there: a compiler that fuses each
-    layer's residual add into the next layer's norm fuses the last one's into the final norm.
-    None where a gap holds no ``t``."""
-    n, t, lead = len(s), s[0], int(first[0])
+    first that has as many ``t`` from it to that first as the first layer has (the norm
+    before the attention, not the one before the MLP; counted in ``t``, not in kernels: a
+    compiler fuses the attention's preparation into three kernels in one layer and four in
+    the next). The last layer ends as far after its last anchor as the others do, and takes
+    as many ``t`` more right there as a layer starts with: a compiler that fuses each layer's
+    residual add into the next layer's norm fuses the last one's into the final norm. None
+    where a gap holds no ``t``."""
+    n, t = len(s), s[0]
+    head = int(np.count_nonzero(s[: first[0]] == t))
     cuts = [0]
     for j in range(1, len(first)):
         at = np.flatnonzero(s[last[j - 1] + 1: first[j] + 1] == t) + last[j - 1] + 1
         if not len(at):
             return None
-        cuts.append(int(at[np.argmin(np.abs(first[j] - at - lead))]))
+        cuts.append(int(at[max(0, len(at) - head)]))
     end = int(last[-1]) + 1 + int(np.median(np.asarray(cuts[1:]) - last[:-1] - 1))
-    if end < n and s[end] == t:
-        end += 1
+    for _ in range(head):
+        if end < n and s[end] == t:
+            end += 1
     return np.asarray(cuts + [min(end, n)], np.int64)

@@ -32,6 +32,17 @@ def replay_steps(first: np.ndarray, graph: np.ndarray) -> tuple[np.ndarray, np.n
         return None
     starts = first[keep]
     ends = bounds[keep + 1].copy()
+    typical = int(np.median(ends[:-1] - starts[:-1]))
     # The last replay's step ends as the others do, its eager tail as long as theirs.
-    ends[-1] = min(n, starts[-1] + int(np.median(ends[:-1] - starts[:-1])))
+    ends[-1] = min(n, starts[-1] + typical)
+    # A stretch after a replay longer than two steps is work of its own, not the replay's
+    # tail: a step the program ran eagerly between two replays (torch.compile's CUDA-graph
+    # trees run one so when they record anew). The replay's step ends as the others do; the
+    # rest is a step of its own, whose layers the search reads by themselves.
+    long = ends - starts > 2 * typical
+    if long.any():
+        cut = starts[long] + typical
+        starts, ends = np.r_[starts, cut], np.r_[np.where(long, starts + typical, ends), ends[long]]
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
     return starts.astype(np.int64), ends.astype(np.int64)

@@ -193,22 +193,22 @@ def _label(tok: np.ndarray, b: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     for key in np.argsort(-counts, kind="stable")[:64]:
         i = int(np.flatnonzero(inverse == key)[0])
         s = tok[starts[i]: ends[i]]
-        of_pos, block, count = _layer_map(s, hint, b[starts[i]: ends[i]], kind, replayed)
-        blocks_seen.append((int(counts[key]) * len(s), block, count))
+        of_pos, block, count, split = _layer_map(s, hint, b[starts[i]: ends[i]], kind, replayed)
+        blocks_seen.append((int(counts[key]) * len(s), block, count, split))
         sel = inverse[idx] == key
         layer[pos[sel]] = of_pos[rel[sel]]
     top = int(counts.max())
     in_steps = int(lengths.sum())
     in_layers = int((layer >= 0).sum())
-    _, block, count = blocks_seen[0]
+    _, block, count, split = blocks_seen[0]
     # Steps that differ only outside their layers (a sampler's launches between replays) agree.
-    agree = sum(k for k, _, c in blocks_seen if c == count)
+    agree = sum(k for k, _, c, _ in blocks_seen if c == count)
     conf = agree / in_steps * (in_layers / in_steps)
     rests = [f"{len(starts)} steps of {period} kernels repeating ({miss:.1%} of kernels differ one step later), "
              f"placed by {evidence}"]
     if count:
         rests.append(f"a block of {block} kernels repeating {count} times in a step"
-                     + (" (split in two: the --layers hint)" if hint and count == hint and block else ""))
+                     + (" (split in two: the --layers hint)" if split else ""))
     if len(keys) > 1:
         rests.append(f"{len(keys)} different step sequences ({top} of {len(starts)} steps alike)")
     return step, layer, {"steps": len(starts), "period": period, "block": block, "layers": count,
@@ -243,10 +243,11 @@ def _rotation(s: np.ndarray, b: np.ndarray, a: int, block: int, count: int, kind
 
 
 def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, kind: np.ndarray,
-               replayed: bool = False) -> tuple[np.ndarray, int, int]:
+               replayed: bool = False) -> tuple[np.ndarray, int, int, bool]:
     """Per position of one step's tokens: its layer (-1: prologue or epilogue); the kernels per
-    layer and the layers. ``b``: each position's boundary strength; ``replayed``: the step is
-    one graph replay (:func:`.periods.anchored_layers`)."""
+    layer, the layers, and whether the hint split each block in two. ``b``: each position's
+    boundary strength; ``replayed``: the step is one graph replay
+    (:func:`.periods.anchored_layers`)."""
     of_pos = np.full(len(s), -1, np.int64)
     found = layer_block(s, hint)
     exact = found is not None and found[1] * found[2] >= COVERED * len(s) and (not hint or found[2] in (hint, hint // 2))
@@ -261,13 +262,14 @@ def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, kind: np.ndarray,
         for j in range(count):
             of_pos[cuts[j]: cuts[j + 1]] = j
         _deferred(s, of_pos, int(cuts[-1]), count)
-        return of_pos, block, count
+        return of_pos, block, count, False
     if found is None:
-        return of_pos, 0, 0
+        return of_pos, 0, 0, False
     a, block, count = found
     a = _rotation(s, b, a, block, count, kind if replayed else None)
     cuts = [a + j * block for j in range(count + 1)]
-    if hint and hint == 2 * count:  # period two: each block holds two layers
+    split = bool(hint) and hint == 2 * count
+    if split:  # period two: each block holds two layers
         first = s[a: a + block]
         again = np.flatnonzero(first[1:] == first[0]) + 1
         mid = int(again[np.argmin(np.abs(again - block / 2))]) if len(again) else block // 2
@@ -280,7 +282,7 @@ def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, kind: np.ndarray,
     for j in range(len(cuts) - 1):
         of_pos[cuts[j]: cuts[j + 1]] = j
     _deferred(s, of_pos, cuts[-1], count)
-    return of_pos, block, count
+    return of_pos, block, count, split
 
 
 def _deferred(s: np.ndarray, of_pos: np.ndarray, end: int, count: int) -> None:
