@@ -95,6 +95,11 @@ def test_diff_text_says_when_nothing_was_timed(capsys):
     # timed from the traces alike.
     code, out, _ = run(capsys, "diff", "h200-user-call-nsys", FUSED_GRAPH)
     assert code == 0 and "decode step: " in out and "[from the trace (A: 3 steps, B: 3 steps;" in out
+    # Steps timed from the trace are wall time too: launch-bound ones are said to be confounded
+    # (a profiler's cost per launch is in them), as timed ones are.
+    code, out, _ = run(capsys, "diff", "h200-user-mlp-window-nsys", "h200-user-mlp-extra-window-nsys")
+    assert code == 0 and "[from the trace (A: 3 steps, B: 3 steps;" in out
+    assert "wall time confounded: base and fix host/launch-bound (GPU busy 3.7% -> 4.1% of a decode step)" in out
 
 
 def test_diff_json_is_an_object_with_timing(capsys):
