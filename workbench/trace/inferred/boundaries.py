@@ -131,7 +131,10 @@ def _phase(tok: np.ndarray, b: np.ndarray, period: int, room: tuple[int, int, in
     if room is not None:
         a, block, count = room
         allowed = np.arange(a + block * count, a + period + 1) % period
-        return int(allowed[np.argmax(col[allowed])])
+        best = int(allowed[np.argmax(col[allowed])])
+        top = int(np.argmax(col))
+        same = tok[top] == tok[best] and tok[top + 1] == tok[best + 1]
+        return top if same and col[top] > WIDER * col[best] else best
     top = int(np.argmax(col))
     if top == 0 or len(tok) <= period:
         return top

@@ -22,16 +22,37 @@ _SUFFIX = re.compile(r"(?:_\d+)+$")
 # work in two layers carries two names. Only the kind (pointwise, reduction, persistent
 # reduction, template) says what such a kernel is, wherever it sits.
 _GENERATED = re.compile(r"^(triton_(?:poi|red|per|tem|for))_fused_")
+# The framework's elementwise and reduction kernels are a handful of templates
+# (``vectorized_elementwise_kernel<4, CUDAFunctor_add<float>, ...>``) that every pointwise op
+# instantiates: the template's name alone makes a residual add, a tanh and a scale one token,
+# and a layer that does one op more reads as the same block. The op is the functor or the
+# function whose lambda it runs (``tanh_kernel_cuda(...)::[lambda]``), in both demanglers'
+# spellings; the wrappers around it, the random generator, the dtypes and lambda numbers are not part of it.
+_OP = re.compile(r"(?:^|[<:,\s])([A-Za-z_]\w*?(?:Functor|functor|Ops|_kernel|Kernel|_impl|Impl|_out)\w*)")
+_NOT_OPS = frozenset({"gpu_kernel_impl", "gpu_kernel_impl_nocast", "gpu_index_kernel", "CUDAGeneratorImpl"})
 
 
 def normalized(name: str) -> str:
     """``triton_red_fused_add_mean_mul_6`` -> ``triton_red``; ``void f<4, F>(int)`` -> ``f``;
-    ``gemm_64x8_4`` -> ``gemm_64x8``."""
+    ``gemm_64x8_4`` -> ``gemm_64x8``; ``vectorized_elementwise_kernel<4, CUDAFunctor_add<float>,
+    ...>`` -> ``vectorized_elementwise_kernel/CUDAFunctor_add``."""
     short = short_kernel_name(name)
     generated = _GENERATED.match(short)
     if generated:
         return generated.group(1)
+    if "elementwise" in short or short == "reduce_kernel":
+        return "/".join([short, *_ops(name, short)])
     return _SUFFIX.sub("", short) or short
+
+
+def _ops(name: str, short: str) -> list[str]:
+    """The ops a framework template kernel instantiates, outermost first, at most two
+    (``AUnaryFunctor/MulFunctor``)."""
+    found = []
+    for op in _OP.findall(name):
+        if op != short and op not in _NOT_OPS and op not in found:
+            found.append(op)
+    return found[:2]
 
 
 def tokens(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -48,13 +69,14 @@ OTHER, POINTWISE, FUSED_NORM = 0, 1, 2
 
 
 def kinds(texts: np.ndarray) -> np.ndarray:
-    """Per token text: ``POINTWISE`` for an elementwise kernel of the framework's or a
-    generated pointwise one (the kind of a residual add or a cast), ``FUSED_NORM`` for a
+    """Per token text: ``POINTWISE`` for an elementwise kernel of the framework's (a copy
+    aside) or a generated pointwise one (the kind of a residual add), ``FUSED_NORM`` for a
     generated reduction (a norm a compiler fused with the residual add before it), else
-    ``OTHER``."""
+    ``OTHER``. A framework copy is a cast, which starts a norm (its upcast) as often as it
+    ends anything."""
     out = np.full(len(texts), OTHER, np.int8)
     for i, t in enumerate(str(t) for t in texts):
-        if "elementwise" in t.lower() or t.startswith("triton_poi"):
+        if "elementwise" in t.lower() and "copy" not in t.lower() or t.startswith("triton_poi"):
             out[i] = POINTWISE
         elif t.startswith(("triton_red", "triton_per")):
             out[i] = FUSED_NORM

@@ -104,8 +104,8 @@ def layer_block(s: np.ndarray, blocks: int | None = None, longest: int | None = 
     return a, L, cov // L
 
 
-def anchored_layers(s: np.ndarray, layers: int | None = None,
-                    replayed: bool = False) -> tuple[np.ndarray, int, int] | None:
+def anchored_layers(s: np.ndarray, layers: int | None = None, replayed: bool = False,
+                    b: np.ndarray | None = None) -> tuple[np.ndarray, int, int] | None:
     """``(cuts, block, count)``: the layers of one step's tokens ``s`` found by their anchors,
     where no block repeats exactly (compiled code: a fusion that swallows one kernel more in
     every fourth layer, generated kernels whose layers differ by one launch). ``cuts``: the
@@ -120,7 +120,10 @@ def anchored_layers(s: np.ndarray, layers: int | None = None,
     anchor); the first layer starts as far before its first anchor as the others do, and what
     is after the last layer's last anchor is the step's epilogue. The layers must hold half
     the step at least. ``replayed``: the step is one graph replay, whose first kernel starts
-    the first layer (see :func:`replayed_cuts`)."""
+    the first layer (see :func:`replayed_cuts`). ``b``: each position's boundary strength (the
+    host enters each layer's code): a layer then starts at the strongest place from just
+    after the previous layer's last anchor to its own first, which keeps an op that only one
+    layer does at the end of that layer where the gaps say so."""
     n = len(s)
     vals, counts = np.unique(s, return_counts=True)
     shared = np.unique(counts[counts >= 2], return_counts=True)
@@ -135,8 +138,11 @@ def anchored_layers(s: np.ndarray, layers: int | None = None,
             continue
         cuts = replayed_cuts(s, first, last) if replayed else None
         if cuts is None:
-            lead = int(np.median(first[1:] - last[:-1] - 1))
-            cuts = np.r_[max(0, int(first[0]) - lead), last + 1].astype(np.int64)
+            after = last[:-1] + 1
+            if b is not None:
+                after = after + np.array([int(np.argmax(b[lo: hi + 1])) for lo, hi in zip(after, first[1:])])
+            lead = int(np.median(first[1:] - after))
+            cuts = np.r_[max(0, int(first[0]) - lead), after, last[-1] + 1].astype(np.int64)
         if cuts[-1] - cuts[0] >= n / 2:
             return cuts, int(np.median(np.diff(cuts))), count
     return None

@@ -51,6 +51,13 @@ COVERED = 0.7
 # Deferred per-layer runs after the last layer (:func:`_deferred`): at least this many layers,
 # blocks of at most this many kernels.
 DEFERRED_LAYERS, DEFERRED_BLOCK = 4, 3
+# The boundary strengths a step's layers are placed by: the median over this many alike steps.
+MEDIAN_STEPS = 64
+# Layers found by their anchors inside exactly repeating blocks of several: the longest inner
+# one at most this many times the shortest (compiled layers differ by a launch or three in
+# 10-14 (inner layers: 8% at most); a short op repeated inside a layer, three KV-cache writes
+# then the attention, by 60% and more).
+ALIKE = 1.3
 COLUMNS = ["name", "start", "end", "device", "pid", "graph", "correlation", "launch_start", "launch_end"]
 
 
@@ -191,9 +198,13 @@ def _label(tok: np.ndarray, b: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     layer = np.full(n, -1, np.int64)
     blocks_seen = []
     for key in np.argsort(-counts, kind="stable")[:64]:
-        i = int(np.flatnonzero(inverse == key)[0])
+        alike = np.flatnonzero(inverse == key)
+        i = int(alike[0])
         s = tok[starts[i]: ends[i]]
-        of_pos, block, count, split = _layer_map(s, hint, b[starts[i]: ends[i]], kind, replayed)
+        # The boundary strengths of the alike steps, the median per place: one step's host
+        # gaps vary too much to tell which of two kernels starts a layer.
+        bs = np.median(np.stack([b[starts[j]: ends[j]] for j in alike[:MEDIAN_STEPS]]), axis=0)
+        of_pos, block, count, split = _layer_map(s, hint, bs, kind, replayed)
         blocks_seen.append((int(counts[key]) * len(s), block, count, split))
         sel = inverse[idx] == key
         layer[pos[sel]] = of_pos[rel[sel]]
@@ -251,12 +262,14 @@ def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, kind: np.ndarray,
     of_pos = np.full(len(s), -1, np.int64)
     found = layer_block(s, hint)
     exact = found is not None and found[1] * found[2] >= COVERED * len(s) and (not hint or found[2] in (hint, hint // 2))
-    anchored = anchored_layers(s, hint, replayed) if not exact or not hint else None
-    if exact and anchored is not None and (anchored[2] <= found[2] or anchored[2] % found[2]):
+    anchored = anchored_layers(s, hint, replayed, b) if not exact or not hint else None
+    if exact and anchored is not None and (anchored[2] <= found[2] or anchored[2] % found[2]
+                                           or not _alike_lengths(np.diff(anchored[0]))):
         anchored = None
     # Layers by their anchors where no block repeats exactly, or where each exact block holds
     # several layers' anchors alike (compiled code whose first of every few layers does one
-    # launch more: the block that repeats is those few layers).
+    # launch more: the block that repeats is those few layers), as long as the layers so found
+    # are alike in length (:func:`_alike_lengths`).
     if anchored is not None:
         cuts, block, count = anchored
         for j in range(count):
@@ -283,6 +296,14 @@ def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, kind: np.ndarray,
         of_pos[cuts[j]: cuts[j + 1]] = j
     _deferred(s, of_pos, cuts[-1], count)
     return of_pos, block, count, split
+
+
+def _alike_lengths(d: np.ndarray) -> bool:
+    """Whether layers of these lengths (kernels) are alike: the longest of the inner ones at
+    most ``ALIKE`` times the shortest (the first and the last may hold an embedding's or a
+    final norm's launches)."""
+    inner = d[1:-1] if len(d) > 2 else d
+    return bool(inner.max() <= ALIKE * inner.min())
 
 
 def _deferred(s: np.ndarray, of_pos: np.ndarray, end: int, count: int) -> None:
