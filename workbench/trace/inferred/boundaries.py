@@ -122,7 +122,10 @@ def room(tok: np.ndarray, period: int) -> tuple[int, int, int] | None:
 
 def _phase(tok: np.ndarray, b: np.ndarray, period: int, room: tuple[int, int, int] | None) -> int:
     """Where in the period steps start: the strongest boundary among the places outside the
-    layer blocks (between one step's last layer and the next one's first), or anywhere when
+    layer blocks (between one step's last layer and the next one's first), unless a place
+    inside them that starts with the same two kernels stands out ``WIDER`` times over it (a
+    step whose middle layer does one op more: the exact blocks are its last layer and the next
+    step's first, and the gap says which of the like places starts a step); anywhere when
     the period has no room outside them. There, where the strongest place starts with the
     same two kernels as other places that are nearly as strong (a few steps of identical
     layers: no gap tells which layer is a step's first) and the stream starts with them too,
