@@ -26,10 +26,13 @@ _GENERATED = re.compile(r"^(triton_(?:poi|red|per|tem|for))_fused_")
 # (``vectorized_elementwise_kernel<4, CUDAFunctor_add<float>, ...>``) that every pointwise op
 # instantiates: the template's name alone makes a residual add, a tanh and a scale one token,
 # and a layer that does one op more reads as the same block. The op is the functor or the
-# function whose lambda it runs (``tanh_kernel_cuda(...)::[lambda]``), in both demanglers'
-# spellings; the wrappers around it, the random generator, the dtypes and lambda numbers are not part of it.
-_OP = re.compile(r"(?:^|[<:,\s])([A-Za-z_]\w*?(?:Functor|functor|Ops|_kernel|Kernel|_impl|Impl|_out)\w*)")
-_NOT_OPS = frozenset({"gpu_kernel_impl", "gpu_kernel_impl_nocast", "gpu_index_kernel", "CUDAGeneratorImpl"})
+# function whose lambda it runs (``tanh_kernel_cuda(...)::[lambda]``,
+# ``launch_clamp_scalar(...)``), in both demanglers' spellings; the wrappers around it, the
+# random generator, the dtypes and lambda numbers are not part of it.
+_OP = re.compile(r"(?:^|[<:,\s])([A-Za-z_]\w*?(?:Functor|functor|Ops|_kernel|Kernel|_impl|Impl|_out)\w*"
+                 r"|[A-Za-z_]\w*(?=\())")
+_NOT_OPS = frozenset({"gpu_kernel_impl", "gpu_kernel_impl_nocast", "gpu_index_kernel", "CUDAGeneratorImpl",
+                      "operator", "lambda"})
 
 
 def normalized(name: str) -> str:
