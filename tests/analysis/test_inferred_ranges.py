@@ -161,7 +161,7 @@ def test_an_open_source_engine_nobody_instrumented_gets_its_steps_layers_and_tim
         info = wb.open_trace(name, root=TRACES).meta[INFERRED]
         assert info["applied"] and (info["steps"], info["layers"]) == (15, 8)
     out = run_cli("diff", a, b, root=TRACES).stdout
-    assert "inferred_layer in all 8 layers" in out and "kernels 13.38 each" in out
+    assert "inferred_layer in all 8 layers" in out and "kernels 13.62 each" in out
     per_layer = [line for line in out.splitlines() if line.startswith("  layer ")]
     assert len(per_layer) == 8
     assert all(float(line.split("(")[1].split("->")[0]) > float(line.split("->")[2].split(" us")[0])
