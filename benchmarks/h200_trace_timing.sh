@@ -8,7 +8,8 @@
 # more than the program. Then the two uninstrumented compiled windows of the compiled-code
 # issue are imported again from their kept .nsys-rep (benchmarks/reimport.py), so their
 # inferred layers are this revision's. Each trace is tarred into $OUT as it is made.
-# DEVICE=cpu checks the script without a GPU (torch backend, tiny shapes, no re-import).
+# PART=bare: the four eager pairs' captures with every workbench range off, the kv_write pair
+# twice. DEVICE=cpu checks the script without a GPU (torch backend, tiny shapes, no re-import).
 set -u
 cd "$(dirname "$0")/.."
 source benchmarks/campaign_device.sh
@@ -27,6 +28,19 @@ capture() {  # capture NAME VARIANT...: the eager decoder, 30 recorded steps, ta
         "${STEPS[@]}" --device "$DEVICE"
     [ -d "traces/$name" ] && tar czf "$OUT/$name.tar.gz" "traces/$name"
 }
+if [ "${PART:-}" = bare ]; then
+    # The same pairs with every workbench range off (WORKBENCH_ANNOTATE=0): what an engine with
+    # no NVTX gives, its steps and layers inferred at import; the kv_write pair twice, A B A B,
+    # to see how far the workbench's own timed ratio moves between captures minutes apart.
+    export WORKBENCH_ANNOTATE=0
+    capture "$P-kvwrite-unfused-eager30-bare-$B" kv_write=unfused
+    capture "$P-kvwrite-fused-eager30-bare-$B" kv_write=fused
+    capture "$P-cache-full-ctx2048-eager30-bare-$B" kv_write=fused cache_rows=full ctx=2048
+    capture "$P-cache-bucketed-ctx2048-eager30-bare-$B" kv_write=fused cache_rows=bucketed ctx=2048
+    capture "$P-kvwrite-unfused-eager30-bare2-$B" kv_write=unfused
+    capture "$P-kvwrite-fused-eager30-bare2-$B" kv_write=fused
+    exit 0
+fi
 capture "$P-kvwrite-unfused-eager30-$B" kv_write=unfused
 capture "$P-kvwrite-fused-eager30-$B" kv_write=fused
 capture "$P-cache-full-ctx2048-eager30-$B" kv_write=fused cache_rows=full ctx=2048
