@@ -169,3 +169,15 @@ def test_an_open_source_engine_nobody_instrumented_gets_its_steps_layers_and_tim
     timing_line = next(line for line in out.splitlines() if line.startswith("  decode step:"))
     assert "faster" in timing_line and "from the trace (A: 15 steps, B: 15 steps" in timing_line
     assert "step range's start" in timing_line  # the inferred ranges start after the step before
+
+
+def test_the_fused_kv_write_in_an_eager_engine_with_no_ranges():
+    # The decoder run eagerly on the H200 with every workbench range off: steps and layers
+    # come from the kernel stream alone, and the diff names, per layer, the 15 small writes that
+    # went and the one fused kernel that came.
+    out = run_cli("diff", "h200-kvwrite-unfused-eager30-bare-nsys", "h200-kvwrite-fused-eager30-bare-nsys",
+                  root=TRACES).stdout
+    assert "30 steps of 237 kernels, 8 layers of 29 kernels" in out and "30 steps of 125 kernels, 8 layers of 15" in out
+    assert "inferred_layer in all 8 layers" in out and "kernels 29 -> 15 each" in out
+    assert "15 removed:" in out and "1 added: _kv_write_fused" in out
+    assert sum(line.startswith("  layer ") and "29->15" in line for line in out.splitlines()) == 8

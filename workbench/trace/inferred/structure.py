@@ -41,7 +41,7 @@ import pandas as pd
 
 from ..schema import Trace
 from .names import FUSED_NORM, POINTWISE, kinds, tokens
-from .boundaries import ROOMY, boundary, contrast, room as layer_room, starts as step_starts, widen
+from .boundaries import boundary, room as layer_room, roomy_widens, starts as step_starts, widen
 from .replays import replay_steps
 from .periods import WINDOW, anchored_layers, layer_block, mismatch, step_period
 
@@ -153,8 +153,8 @@ def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None, kind: 
     period, miss = found
     room = layer_room(tok, period)
     wide = widen(tok, b, period)
-    if wide is not None and room is not None and contrast(b, wide) < ROOMY * contrast(b, period):
-        wide = None  # the period leaves room for a prologue, and a multiple stands out little more
+    if wide is not None and room is not None and not roomy_widens(b, wide, period):
+        wide = None  # the period leaves room for a prologue, and a multiple stands out no more
     if wide is not None and hint and wide < hint * period:
         wide = None  # gaps that stand out more often than a step of the hinted layers can be
     if wide is not None:
