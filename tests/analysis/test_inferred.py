@@ -123,6 +123,48 @@ def test_the_layers_hint_finds_steps_of_identical_layers(name, layers):
     assert share is not None and share >= 0.99, f"{name} with --layers {layers}: {share} of decode kernels agree"
 
 
+def step_agreement(trace: Trace, layers: int | None = None) -> float | None:
+    """Share of the decode kernels whose inferred step is their real step's (the inferred
+    step that holds most of a real step's kernels, held by no other real step). None for a
+    trace with fewer than two real decode steps."""
+    p = project(trace)
+    dec = (p["phase"] == "decode").to_numpy()
+    if p.loc[dec, "step"].nunique() < 2:
+        return None
+    found = infer(stripped(trace), layers)
+    df = pd.DataFrame({"t": p["step"].astype(str).to_numpy(), "i": found.step})[dec]
+    best = df.groupby("t")["i"].agg(lambda x: x.value_counts().index[0])
+    owners = best.reset_index().groupby("i")["t"].nunique()
+    good = ((df["i"].to_numpy() == best.reindex(df["t"]).to_numpy())
+            & (owners.reindex(df["i"]).fillna(2).to_numpy() == 1) & (df["i"].to_numpy() >= 0))
+    return float(good.mean())
+
+
+def _stepped() -> list:
+    out = []
+    for d in sorted(TRACES.iterdir()):
+        hint = next((n for prefix, n in HINTED.items() if d.name.startswith(prefix)), None)
+        out.append(pytest.param(d.name, hint, id=d.name))
+    return out
+
+
+@pytest.mark.parametrize("name,layers", _stepped())
+def test_inferred_steps_hold_the_real_steps_kernels(name, layers):
+    """A step ends when its token is picked: the fill and the copies that prepare the next
+    step's inputs, and its embedding, are the next step's, as the real step ranges have them,
+    however long the host takes before the embedding. Steps launched one by one agree kernel
+    for kernel; graph replays leave the input copy launched before each replay to the step
+    before."""
+    trace = open_trace(TRACES / name)
+    if trace.meta.get("inferred", {}).get("applied"):
+        pytest.skip("its steps were themselves inferred at import")
+    share = step_agreement(trace, layers)
+    if share is None:
+        pytest.skip("fewer than two real decode steps: no ground truth")
+    graphs = bool(trace.kernels["graph"].any())
+    assert share >= (0.98 if graphs else 1.0), f"{name}: {share:.4f} of decode kernels in their step"
+
+
 # Pairs of workbench-timed captures (A, B): unfused against fused KV writes, cache layouts,
 # eager against graphs. Eager steps run slower under nsys than timed (its cost per launch), and
 # the first few recorded ones slower still: the 3-step eager captures disagree, the cache pair

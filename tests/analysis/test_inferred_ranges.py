@@ -135,9 +135,10 @@ def test_the_report_times_the_decode_step_from_the_trace(store, tmp_path):
     run_cli("report", "unfused", "fused", "--md", tmp_path / "r.md", "-o", tmp_path / "r.html", root=store)
     md = (tmp_path / "r.md").read_text()
     row = next(line for line in md.splitlines() if line.startswith("| decode step"))
-    # The first step from its launch; the other two from the step before's end (the capture's
-    # host launched them while the GPU still ran the one before).
-    assert "0.6244 ms (0.6193–1.100, 3 steps, from the trace)" in row and "0.63x (n = 3: no interval)" in row
+    # The first step from the launch of its input fill (before the replay); the other two from
+    # the step before's end (the capture's host launched them while the GPU still ran the one
+    # before): the times the trace's own step ranges give, 0.6247 and 0.6210 ms.
+    assert "0.6247 ms (0.6210–1.197, 3 steps, from the trace)" in row and "0.63x (n = 3: no interval)" in row
     launches = next(line for line in md.splitlines() if line.startswith("| kernel launches per decode step"))
     assert launches.endswith("| -112 (-47.3%) |")  # a count, not -112.000000
     assert "inferred\\_layer in all 8 layers" in md and "steps and layers INFERRED" in md
@@ -147,7 +148,7 @@ def test_the_widget_times_the_decode_step_from_the_trace(store):
     from workbench.viz import TraceDiffWidget
 
     w = TraceDiffWidget("unfused", "fused", root=store)
-    assert "decode step: 0.6244 \u2192 0.3945 ms, 0.63x" in w.summary.value
+    assert "decode step: 0.6247 \u2192 0.3964 ms, 0.63x" in w.summary.value
     assert "[from the trace (A: 3 steps, B: 3 steps" in w.summary.value
 
 

@@ -2,13 +2,15 @@
 kernel's strength as a step's first kernel (a CUDA-graph launch, else the GPU's idle gap before
 it plus the host's gap before its launch), those strengths per place of a period (the median
 over the periods), the step period widened from one layer where the gaps say so, and the
-steps' first kernels.
+steps' first kernels: right after each step's pick of its token where the kernels between its
+layers show one (a reduction after the LM head's matmul), else at the strongest boundary.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .names import GATHER, GEMM, PICK
 from .periods import WINDOW, layer_block, spacings
 
 # The strongest boundary of a multiple of the token period stands out this much over the same
@@ -139,9 +141,11 @@ def room(tok: np.ndarray, period: int) -> tuple[int, int, int] | None:
     return found if found is not None and found[1] > 1 and period // 2 <= found[1] * found[2] < period else None
 
 
-def _phase(tok: np.ndarray, b: np.ndarray, period: int, room: tuple[int, int, int] | None) -> int:
-    """Where in the period steps start: the strongest boundary among the places outside the
-    layer blocks (between one step's last layer and the next one's first), unless a place
+def _phase(tok: np.ndarray, b: np.ndarray, period: int, room: tuple[int, int, int] | None,
+           role: np.ndarray) -> tuple[int, bool]:
+    """Where in the period steps start: among the places outside the layer blocks (between one
+    step's last layer and the next one's first), right after the step's pick of its token
+    (:func:`after_pick`), else the strongest boundary there, unless a place
     inside them that starts with the same two kernels stands out ``WIDER`` times over it (a
     step whose middle layer does one op more: the exact blocks are its last layer and the next
     step's first, and the gap says which of the like places starts a step); anywhere when
@@ -153,23 +157,46 @@ def _phase(tok: np.ndarray, b: np.ndarray, period: int, room: tuple[int, int, in
     if room is not None:
         a, block, count = room
         allowed = np.arange(a + block * count, a + period + 1) % period
-        best = int(allowed[np.argmax(col[allowed])])
+        picked = after_pick(role, a + block * count, a + period)
+        best = picked % period if picked is not None else int(allowed[np.argmax(col[allowed])])
         top = int(np.argmax(col))
         same = tok[top] == tok[best] and tok[top + 1] == tok[best + 1]
-        return top if same and col[top] > WIDER * col[best] else best
+        if same and col[top] > WIDER * col[best]:
+            return top, False
+        return best, picked is not None
     top = int(np.argmax(col))
     if top == 0 or len(tok) <= period:
-        return top
+        return top, False
     alike = np.flatnonzero((tok[:period] == tok[top]) & (tok[1: period + 1] == tok[top + 1]))
     if alike[0] == 0 and len(alike) > 1 and col[top] < WIDER * np.sort(col[alike])[-2]:
-        return 0
-    return top
+        return 0, False
+    return top, False
 
 
-def starts(tok: np.ndarray, b: np.ndarray, period: int, room) -> np.ndarray:
-    """Each step's first kernel (see the module docstring)."""
+def after_pick(role: np.ndarray, lo: int, hi: int) -> int | None:
+    """The place right after a step's pick of its next token among the kernels ``lo:hi``
+    between one step's last layer and the next one's first (``role``: per kernel,
+    :func:`.names.roles`): the last reduction or sampler (``PICK``) after the first matrix
+    multiply there (the LM head) and before the next embedding's gather. A decode step ends
+    when its token is picked; what follows prepares the next step's inputs (a fill, copies
+    into static buffers, the positions), however long the host takes before the embedding's
+    launch. None where the kernels there hold no such pick."""
+    seg = role[lo: min(hi, len(role))]
+    gemm = np.flatnonzero(seg == GEMM)
+    if not len(gemm):
+        return None
+    after = seg[gemm[0] + 1:]
+    gather = np.flatnonzero(after == GATHER)
+    picks = np.flatnonzero(after[: gather[0]] == PICK if len(gather) else after == PICK)
+    return lo + int(gemm[0]) + 2 + int(picks[-1]) if len(picks) else None
+
+
+def starts(tok: np.ndarray, b: np.ndarray, period: int, room, role: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Each step's first kernel (see the module docstring), and whether the steps end at their
+    token's pick (:func:`after_pick`) rather than at the strongest gap; ``role``: per kernel,
+    its role (:func:`.names.roles`)."""
     n = len(tok)
-    phase = _phase(tok, b, period, room)
+    phase, picked = _phase(tok, b, period, room, role)
     anchor = tok[phase], tok[phase + 1] if phase + 1 < n else -1
     hits = np.flatnonzero((tok[:-1] == anchor[0]) & (tok[1:] == anchor[1]))
     tol = max(1, period // 4)
@@ -183,4 +210,4 @@ def starts(tok: np.ndarray, b: np.ndarray, period: int, room) -> np.ndarray:
         out.pop()
     if phase >= period - tol:  # a first step before the phase, its start cut by the window
         out.insert(0, max(0, phase - period))
-    return np.asarray(out, np.int64)
+    return np.asarray(out, np.int64), picked

@@ -84,3 +84,28 @@ def kinds(texts: np.ndarray) -> np.ndarray:
         elif t.startswith(("triton_red", "triton_per")):
             out[i] = FUSED_NORM
     return out
+
+
+# Per kernel, its role at a decode step's end (:func:`roles`): a matrix multiply (the LM head),
+# a reduction or a sampler's pick over its logits, an embedding's gather. A generated kernel
+# whose fused ops include a matmul is one: inductor computes a decode step's one-row matmuls
+# as reductions (``triton_red_fused_..._mm_...``).
+NO_ROLE, GEMM, PICK, GATHER = 0, 1, 2, 3
+_GEMM = re.compile(r"gemm|gemv|nvjet|cublas|^triton_\w+?_fused_(?:\w*_)?(?:mm|addmm|bmm)(?:_|$)", re.I)
+_PICK = re.compile(r"reduce_kernel|reduction|arg_?max|arg_?min|^triton_(?:red|per)_|topk|sort|sampl|multinomial"
+                   r"|softmax", re.I)
+_GATHER = re.compile(r"indexSelect|gather|embedding|index_kernel_impl", re.I)
+_SCATTER = re.compile(r"index_put|index_copy|scatter", re.I)
+
+
+def roles(names: pd.Series) -> np.ndarray:
+    """Per kernel of the categorical ``names``, its role where a decode step ends: ``GEMM``,
+    ``PICK`` (a reduction, a top-k, a sort or a sampler: argmax over the logits), ``GATHER``
+    (an embedding's lookup; a KV-cache scatter is none), else ``NO_ROLE``. From each kernel's
+    full name, not its token: a generated kernel's token is its kind alone, which a norm and
+    a sampler's argmax share."""
+    per_cat = np.zeros(len(names.cat.categories) + 1, np.int8)  # the last: no name (code -1)
+    for i, name in enumerate(str(c) for c in names.cat.categories):
+        per_cat[i] = (GEMM if _GEMM.search(name) else GATHER if _GATHER.search(name) and not _SCATTER.search(name)
+                      else PICK if _PICK.search(name) else NO_ROLE)
+    return per_cat[names.cat.codes.to_numpy()]

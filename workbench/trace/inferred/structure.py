@@ -11,7 +11,10 @@ Per GPU (each ``(pid, device)``, kernels in start order, one token per kernel: :
    stand out (:func:`.boundaries.widen`). A step starts
    where the evidence of a boundary is strongest at the same place of every period: a CUDA-graph
    launch's first kernel, else the GPU's idle gap before the kernel plus the host's gap before
-   its launch (the host waits for the token between steps), the median over the periods. From
+   its launch (the host waits for the token between steps), the median over the periods;
+   where the kernels between one step's layers and the next one's hold the step's pick of its
+   token (a reduction after the LM head's matmul, before the next embedding), right after it
+   (:func:`.boundaries.starts`): what follows prepares the next step's inputs. From
    that start, each next step starts at the same two-kernel anchor nearest one period later
    (within a quarter period; exactly one period later where the anchor is missing), so steps
    of varying length stay aligned. A last step shorter than three quarters of a period (the
@@ -40,8 +43,8 @@ import numpy as np
 import pandas as pd
 
 from ..schema import Trace
-from .names import FUSED_NORM, POINTWISE, kinds, tokens
-from .boundaries import boundary, room as layer_room, roomy_widens, starts as step_starts, widen
+from .names import FUSED_NORM, GEMM, POINTWISE, kinds, roles, tokens
+from .boundaries import after_pick, boundary, room as layer_room, roomy_widens, starts as step_starts, widen
 from .replays import replay_steps
 from .periods import WINDOW, anchored_layers, layer_block, mismatch, step_period
 
@@ -97,13 +100,14 @@ def infer_kernels(k: pd.DataFrame, layers: int | None = None) -> Structure:
         return out
     tok, texts = tokens(k["name"])
     kind = kinds(texts)
+    role = roles(k["name"])
     group = gpus(k)
     order = np.lexsort((k["start"].to_numpy(), group))
     bounds = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1], True])
     best = None
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         rows = order[lo:hi]
-        found = _one_gpu(tok[rows], _cols(k, rows), layers, kind)
+        found = _one_gpu(tok[rows], role[rows], _cols(k, rows), layers, kind)
         if found is None:
             continue
         step, layer, info = found
@@ -127,21 +131,26 @@ def _cols(k: pd.DataFrame, rows: np.ndarray) -> dict[str, np.ndarray]:
     return {c: k[c].to_numpy()[rows] for c in COLUMNS[1:]}
 
 
-def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None, kind: np.ndarray):
-    """Steps and layers of one GPU's tokens ``tok`` (columns ``c``); ``kind``: per token, its
-    kind (:func:`.names.kinds`)."""
+def _one_gpu(tok: np.ndarray, role: np.ndarray, c: dict[str, np.ndarray], hint: int | None, kind: np.ndarray):
+    """Steps and layers of one GPU's tokens ``tok`` (columns ``c``); ``role``: per kernel, its
+    role (:func:`.names.roles`); ``kind``: per token, its kind (:func:`.names.kinds`)."""
     b, strong, evidence = boundary(c)
     replays = replay_steps(strong, c["graph"].astype(bool)) if evidence == "graph launches" else None
     if replays is not None:  # one graph replay a step: the steps are the replays
         starts, ends = replays
         period = int(np.median(ends - starts))
         miss = mismatch(tok[starts[0]: starts[0] + WINDOW], period)
-        return _label(tok, b, starts, ends, period, miss, evidence, hint, kind, replayed=True)
+        # Layers are read from each replay's first kernel (the model's forward) on; then the
+        # kernels that prepare a replay's inputs join its step.
+        step, layer, info = _label(tok, b, starts, ends, period, miss, evidence, hint, kind, replayed=True)
+        for i, (lo, hi) in enumerate(zip(_from_pick(tok, role, c["graph"].astype(bool), starts, ends), starts)):
+            step[lo:hi] = i
+        return step, layer, info
     if evidence == "graph launches" and len(strong) > 1 and strong[0] > 0:
         # Decode steps replayed as CUDA graphs: what runs before the first replay (prefill, a
         # compiler's warm-up and autotuning launches) is in no step, and left out of the search.
         lo = int(strong[0])
-        found = _one_gpu(tok[lo:], {key: v[lo:] for key, v in c.items()}, hint, kind)
+        found = _one_gpu(tok[lo:], role[lo:], {key: v[lo:] for key, v in c.items()}, hint, kind)
         if found is None:
             return None
         step, layer, info = found
@@ -171,11 +180,38 @@ def _one_gpu(tok: np.ndarray, c: dict[str, np.ndarray], hint: int | None, kind: 
         miss = mismatch(tok[: min(len(tok), WINDOW)], period)
         if "graph" not in evidence:
             evidence = f"the --layers hint ({hint} blocks of {period // hint} kernels a step), {evidence}"
-    starts = step_starts(tok, b, period, room)
+    starts, picked = step_starts(tok, b, period, room, role)
     if not len(starts):
         return None
+    if picked:
+        evidence += ", each step ending at its token's pick (the last reduction after the LM head's matmul)"
     ends = np.minimum(np.r_[starts[1:], starts[-1] + period], len(tok))
     return _label(tok, b, starts, ends, period, miss, evidence, hint, kind, replayed=False)
+
+
+def _from_pick(tok: np.ndarray, role: np.ndarray, graph: np.ndarray, starts: np.ndarray,
+               ends: np.ndarray) -> np.ndarray:
+    """Where replayed steps start, from one token's pick to the next: the eager kernels
+    launched after a replay and after its step's pick (:func:`.boundaries.after_pick` from the
+    step's last matrix multiply, the LM head's, in the replay or after it), an input copy for
+    the next replay, start the next step; the first step takes the same kernels before its
+    replay where they are there. A step whose kernels show no pick starts at its replay."""
+    out = starts.copy()
+    for i in range(1, len(starts)):
+        prev, nxt = int(starts[i - 1]), int(starts[i])
+        gemm = np.flatnonzero(role[prev:nxt] == GEMM)
+        if ends[i - 1] != nxt or not len(gemm):  # a step of its own between (replays.py)
+            continue
+        cut = after_pick(role, prev + int(gemm[-1]), nxt)
+        replayed = np.flatnonzero(graph[prev:nxt])
+        if cut is not None:  # never inside the replay: its kernels are its step's
+            out[i] = max(cut, prev + int(replayed[-1]) + 1 if len(replayed) else prev)
+    if len(starts) > 1:
+        prep = tok[out[1]: starts[1]]
+        lo = int(starts[0]) - len(prep)
+        if len(prep) and lo >= 0 and not graph[lo: starts[0]].any() and (tok[lo: starts[0]] == prep).all():
+            out[0] = lo
+    return out
 
 
 def _label(tok: np.ndarray, b: np.ndarray, starts: np.ndarray, ends: np.ndarray, period: int, miss: float,
