@@ -70,11 +70,27 @@ def test_capture_cli_subprocess(tmp_path, cli):
     _assert_module_ranges(_paths(load_dir(tmp_path / "hf-cli")), 3)
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2", "phi3"])
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "phi3", "mixtral", "qwen2_moe"])
 def test_each_arch_builds_and_runs(arch):
     logits, tokens = _generate({"arch": arch})
     assert logits.shape == (STEPS + 1, TINY["vocab"]) and torch.isfinite(logits).all()
     assert all(0 <= t < TINY["vocab"] for t in tokens)
+
+
+def test_mixture_of_experts_layers_route_each_token(tmp_path):
+    """Qwen2-MoE with every other layer dense: the MoE layers' MLP ranges hold the router, the
+    routed experts' and the shared expert's work, the dense ones a plain MLP's; the manifest
+    says how the experts were set."""
+    trace = capture("hf", {**TINY, "layers": 4, "arch": "qwen2_moe", "experts": 4, "experts_per_token": 2,
+                           "sparse_step": 2}, device="cpu", backend="torch", steps=STEPS, repeats=1, warmup=1,
+                    root=tmp_path, progress=False)
+    info = trace.meta["capture"]["engine_info"]
+    assert (info["arch"], info["experts"], info["experts_per_token"], info["sparse_step"]) == ("qwen2_moe", 4, 2, 2)
+    rows = analysis.summary(trace, by="layer")
+    mlp = rows[rows["range"] == "mlp"].set_index("layer")["kernels"]  # the CPU ops, on the CPU
+    assert sorted(mlp.index) == [0, 1, 2, 3]
+    # decoder_sparse_step=2: layers 1 and 3 are MoE (transformers counts from layer 1).
+    assert min(mlp[1], mlp[3]) > 3 * max(mlp[0], mlp[2])
 
 
 def test_tokens_agree_across_attn_and_cache():
@@ -158,6 +174,8 @@ def _one_line_exit_2(tmp_path, capsys, argv, message):
     ("kv_heads=3", "variant kv_heads: 3 key/value heads do not divide heads 4"),
     ("layers=0", "variant layers: must be positive"),
     ("ctx=40", "variant ctx: prompt of 40 leaves no room"),
+    ("experts_per_token=9", "variant experts_per_token: 9 is more than the 8 experts"),
+    ("experts=0", "variant experts: must be positive"),
 ])
 def test_bad_variant_exit_2_one_line(tmp_path, capsys, variant, message):
     argv = ["capture", "hf", "--device", "cpu", "--steps", "1", "--repeats", "1", "--warmup", "1", "--quiet"]

@@ -1,7 +1,10 @@
 """A HuggingFace causal LM built from a transformers config with seeded random weights.
 
 Nothing is downloaded: ``arch`` picks the config class (LlamaConfig, Qwen2Config,
-Phi3Config), the size keys fill it in, and the model's own transformers code runs it with
+Phi3Config, and the mixture-of-experts MixtralConfig and Qwen2MoeConfig, whose experts,
+experts per token and, for Qwen2-MoE, the MoE layers' spacing are variant keys too: with
+``sparse_step=2`` every other layer is dense, a model whose layers repeat in pairs), the size
+keys fill it in, and the model's own transformers code runs it with
 ``attn_implementation=attn`` over a ``DynamicCache`` or a ``StaticCache`` (``cache``). Each
 module of the model opens a range named by its path (``model.layers.3.self_attn``, see
 ``instrument.modules.annotate_modules``), so a trace shows where the model's own code spends its time.
@@ -34,7 +37,11 @@ from .drawing import PairSpec, Presentation
 from .spec import Option, Workload, torch_dtype
 
 # arch -> transformers config class; AutoModelForCausalLM picks the model class from it.
-ARCHS = {"llama": "LlamaConfig", "qwen2": "Qwen2Config", "phi3": "Phi3Config"}
+ARCHS = {"llama": "LlamaConfig", "qwen2": "Qwen2Config", "phi3": "Phi3Config", "mixtral": "MixtralConfig",
+         "qwen2_moe": "Qwen2MoeConfig"}
+# The mixture-of-experts families: their config keys for the experts (routed experts, experts
+# a token is routed to).
+MOE = {"mixtral": ("num_local_experts", "num_experts_per_tok"), "qwen2_moe": ("num_experts", "num_experts_per_tok")}
 
 OPTIONS = {
     "arch": Option("llama", tuple(ARCHS), "model family (its transformers config and modeling code)"),
@@ -49,12 +56,16 @@ OPTIONS = {
     "vocab": Option(1024, None, "vocabulary size"),
     "ctx": Option(32, None, "prompt length (cached rows when decoding starts)"),
     "max_len": Option(128, None, "cache length: rows of the static cache, the most positions decoded"),
+    "experts": Option(8, None, "routed experts per MoE layer (mixtral, qwen2_moe)"),
+    "experts_per_token": Option(2, None, "experts each token is routed to (mixtral, qwen2_moe)"),
+    "sparse_step": Option(1, None, "qwen2_moe: every this many layers is an MoE layer, the others dense"),
     "dtype": Option("auto", ("auto", "bfloat16", "float16", "float32"), "auto: bfloat16 on CUDA, float32 on CPU"),
     "seed": Option(0, None, "seed for weights and prompt"),
     "tp": Option(1, None, "tensor-parallel ranks: the model's own transformers tp plan over this many processes"),
 }
 
-_SIZES = ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "ctx", "max_len", "tp")
+_SIZES = ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "ctx", "max_len", "tp", "experts",
+          "experts_per_token", "sparse_step")
 # What the tp plans of these architectures split (heads, key/value heads, MLP, vocabulary).
 _SPLIT = ("heads", "kv_heads", "intermediate", "vocab")
 
@@ -84,6 +95,12 @@ def check_variant(v: dict) -> None:
         raise WorkbenchError("variant ctx", f"must be at least 2, got {v['ctx']}")
     if v["ctx"] >= v["max_len"]:
         raise WorkbenchError("variant ctx", f"prompt of {v['ctx']} leaves no room to decode in max_len {v['max_len']}")
+    if v["experts_per_token"] > v["experts"]:
+        raise WorkbenchError("variant experts_per_token", f"{v['experts_per_token']} is more than the "
+                                                          f"{v['experts']} experts")
+    if v["tp"] > 1 and v["arch"] in MOE:
+        raise WorkbenchError("variant tp", f"tp={v['tp']} runs the dense families' tp plans "
+                                           f"({', '.join(a for a in ARCHS if a not in MOE)}), not {v['arch']}'s experts")
     for key in _SPLIT:
         if v[key] % v["tp"]:
             raise WorkbenchError("variant tp", f"{v['tp']} ranks do not divide {key} {v[key]}")
@@ -92,12 +109,19 @@ def check_variant(v: dict) -> None:
 def build_config(v: dict):
     """The transformers config of a (checked) variant."""
     tf = _transformers()
+    moe = {}
+    if v["arch"] in MOE:
+        experts, per_token = MOE[v["arch"]]
+        moe = {experts: v["experts"], per_token: v["experts_per_token"]}
+    if v["arch"] == "qwen2_moe":  # experts as wide as a dense layer's MLP, and one shared
+        moe.update(moe_intermediate_size=v["intermediate"], shared_expert_intermediate_size=v["intermediate"],
+                   decoder_sparse_step=v["sparse_step"], mlp_only_layers=[])
     return getattr(tf, ARCHS[v["arch"]])(
         vocab_size=v["vocab"], hidden_size=v["hidden"], intermediate_size=v["intermediate"],
         num_hidden_layers=v["layers"], num_attention_heads=v["heads"], num_key_value_heads=v["kv_heads"],
         max_position_embeddings=v["max_len"], attn_implementation=v["attn"],
         # Token ids of the real tokenizers (Phi-3's pad/eos is 32000) lie outside a small vocabulary.
-        pad_token_id=None, bos_token_id=None, eos_token_id=None)
+        pad_token_id=None, bos_token_id=None, eos_token_id=None, **moe)
 
 
 class HFInstance:
@@ -139,6 +163,10 @@ class HFInstance:
                      "attn": self.config._attn_implementation,
                      "cache": "StaticCache" if self.static else "DynamicCache", "transformers": tf.__version__,
                      "parameters": sum(p.numel() for p in self.model.parameters()), "tp": v["tp"]}
+        if v["arch"] in MOE:
+            self.info.update(experts=v["experts"], experts_per_token=v["experts_per_token"])
+            if v["arch"] == "qwen2_moe":
+                self.info["sparse_step"] = v["sparse_step"]
 
     def rows_for(self, cached: int) -> int:
         return self.rows if self.static else min(cached, self.rows)
