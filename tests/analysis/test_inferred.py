@@ -229,3 +229,18 @@ def test_an_eager_engine_with_no_ranges_gets_its_steps_and_layers(name, period):
     eight or nine steps (the first steps' warm-up) does not make steps of several steps."""
     found = infer(stripped(open_trace(TRACES / name)))
     assert (found.steps, found.period, found.layers) == (30, period, 8)
+
+
+def test_mixture_of_experts_layers_and_a_hybrid_of_two_kinds_of_layer():
+    """transformers' Mixtral and Qwen2-MoE decoding eagerly on the H200 (benchmarks/h200_moe.sh),
+    their ranges removed. Mixtral's experts loop syncs the host inside every layer, yet the
+    steps end at the token's pick and every layer is found. Qwen2-MoE with every other layer
+    dense repeats in pairs: the pair's block splits where its norms and attention recur, into
+    a dense layer and an MoE layer, alternating."""
+    found = infer(stripped(open_trace(TRACES / "h200-hfmoe-mixtral-nsys")))
+    assert (found.steps, found.layers, found.block) == (8, 8, 69)
+    hybrid = infer(stripped(open_trace(TRACES / "h200-hfmoe-qwen2moe-sparse2-nsys")))
+    assert (hybrid.steps, hybrid.layers) == (8, 8)
+    assert "each two layers (its first 39 kernels recur 40 kernels on)" in hybrid.rests_on[1]
+    lengths = np.bincount(hybrid.layer[(hybrid.step == 0) & (hybrid.layer >= 0)])
+    assert lengths.tolist() == [40, 77] * 4

@@ -24,7 +24,10 @@ Per GPU (each ``(pid, device)``, kernels in start order, one token per kernel: :
    kernels before the first block and after the last are the step's prologue and epilogue (in
    the step, in no layer). A hint of ``layers`` blocks prefers the block that repeats that many
    times, or splits each block in two where half as many repeat (a hybrid whose period is two
-   layers), at the place the block's first kernel recurs nearest its middle. Where no block
+   layers). With no hint, a block splits in two where a long run of its first kernels recurs
+   inside it (``PAIRED``: Qwen2-MoE's dense and MoE layers share their norms and attention).
+   It splits where that run recurs, else where the block's first kernel recurs nearest its
+   middle. Where no block
    repeats exactly, or each exact block holds several layers' anchors (compiled code whose
    first of every few layers does one launch more), the layers are found by their anchors
    (:func:`.periods.anchored_layers`). A run after the last layer that repeats once per layer
@@ -61,6 +64,11 @@ MEDIAN_STEPS = 64
 # 10-14 (inner layers: 8% at most); a short op repeated inside a layer, three KV-cache writes
 # then the attention, by 60% and more).
 ALIKE = 1.3
+# An exactly repeating block whose first kernels recur inside it (not overlapping) for at least
+# this share of it holds two layers: a hybrid whose layers alternate, Qwen2-MoE's dense and
+# MoE layers sharing their norms and attention (a third of the pair). A norm recurring inside
+# one layer is less (the committed traces: at most 0.19 of a layer).
+PAIRED = 0.25
 COLUMNS = ["name", "start", "end", "device", "pid", "graph", "correlation", "launch_start", "launch_end"]
 
 
@@ -253,9 +261,10 @@ def _label(tok: np.ndarray, b: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     conf = agree / in_steps * (in_layers / in_steps)
     rests = [f"{len(starts)} steps of {period} kernels repeating ({miss:.1%} of kernels differ one step later), "
              f"placed by {evidence}"]
-    if count:
-        rests.append(f"a block of {block} kernels repeating {count} times in a step"
-                     + (" (split in two: the --layers hint)" if split else ""))
+    if count and split:
+        rests.append(f"a block of {2 * block} kernels repeating {count // 2} times in a step, each two layers ({split})")
+    elif count:
+        rests.append(f"a block of {block} kernels repeating {count} times in a step")
     if len(keys) > 1:
         rests.append(f"{len(keys)} different step sequences ({top} of {len(starts)} steps alike)")
     return step, layer, {"steps": len(starts), "period": period, "block": block, "layers": count,
@@ -290,9 +299,9 @@ def _rotation(s: np.ndarray, b: np.ndarray, a: int, block: int, count: int, kind
 
 
 def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, kind: np.ndarray,
-               replayed: bool = False) -> tuple[np.ndarray, int, int, bool]:
+               replayed: bool = False) -> tuple[np.ndarray, int, int, str]:
     """Per position of one step's tokens: its layer (-1: prologue or epilogue); the kernels per
-    layer, the layers, and whether the hint split each block in two. ``b``: each position's
+    layer, the layers, and why each block was split in two ("": it was not). ``b``: each position's
     boundary strength; ``replayed``: the step is one graph replay
     (:func:`.periods.anchored_layers`)."""
     of_pos = np.full(len(s), -1, np.int64)
@@ -311,19 +320,23 @@ def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, kind: np.ndarray,
         for j in range(count):
             of_pos[cuts[j]: cuts[j + 1]] = j
         _deferred(s, of_pos, int(cuts[-1]), count)
-        return of_pos, block, count, False
+        return of_pos, block, count, ""
     if found is None:
-        return of_pos, 0, 0, False
+        return of_pos, 0, 0, ""
     a, block, count = found
     a = _rotation(s, b, a, block, count, kind if replayed else None)
     cuts = [a + j * block for j in range(count + 1)]
-    split = bool(hint) and hint == 2 * count
+    first = s[a: a + block]
+    mid = _pair_cut(first)
+    split = "the --layers hint" if hint and hint == 2 * count else ""
+    if not hint and mid is not None:
+        split = f"its first {_common_prefix(first, mid)} kernels recur {mid} kernels on"
     if split:  # period two: each block holds two layers
-        first = s[a: a + block]
-        again = np.flatnonzero(first[1:] == first[0]) + 1
-        mid = int(again[np.argmin(np.abs(again - block / 2))]) if len(again) else block // 2
+        if mid is None:
+            again = np.flatnonzero(first[1:] == first[0]) + 1
+            mid = int(again[np.argmin(np.abs(again - block / 2))]) if len(again) else block // 2
         cuts = sorted(cuts + [c + mid for c in cuts[:-1]])
-        count, block = hint, block // 2
+        count, block = 2 * count, block // 2
     if replayed and cuts[-1] < len(s) and s[cuts[-1]] == s[cuts[0]] and kind[s[cuts[0]]] == FUSED_NORM:
         # Layers that start at a compiler's fused norm: the final norm then holds the last
         # layer's residual add (periods.replayed_cuts), and is its.
@@ -332,6 +345,24 @@ def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, kind: np.ndarray,
         of_pos[cuts[j]: cuts[j + 1]] = j
     _deferred(s, of_pos, cuts[-1], count)
     return of_pos, block, count, split
+
+
+def _common_prefix(blk: np.ndarray, q: int) -> int:
+    """How many of ``blk``'s first kernels recur from position ``q`` on."""
+    differ = blk[: len(blk) - q] != blk[q:]
+    return int(np.argmax(differ)) if differ.any() else len(blk) - q
+
+
+def _pair_cut(blk: np.ndarray) -> int | None:
+    """Where a block of two layers splits: the place its longest run of first kernels recurs,
+    not overlapping itself, where that run is ``PAIRED`` of the block or more (a hybrid's two
+    kinds of layer share their norms and attention); else None."""
+    best, longest = None, 0
+    for q in range(1, len(blk)):
+        run = _common_prefix(blk, q)
+        if run > longest:
+            best, longest = q, run
+    return best if best is not None and longest <= best and longest >= PAIRED * len(blk) else None
 
 
 def _alike_lengths(d: np.ndarray) -> bool:
