@@ -241,6 +241,7 @@ def test_mixture_of_experts_layers_and_a_hybrid_of_two_kinds_of_layer():
     assert (found.steps, found.layers, found.block) == (8, 8, 69)
     hybrid = infer(stripped(open_trace(TRACES / "h200-hfmoe-qwen2moe-sparse2-nsys")))
     assert (hybrid.steps, hybrid.layers) == (8, 8)
-    assert "each two layers (its first 39 kernels recur 40 kernels on)" in hybrid.rests_on[1]
+    assert "a block of two layers repeating 4 times in a step (its first 39 kernels recur 40 kernels on)" \
+        in hybrid.rests_on[1]
     lengths = np.bincount(hybrid.layer[(hybrid.step == 0) & (hybrid.layer >= 0)])
     assert lengths.tolist() == [40, 77] * 4

@@ -262,7 +262,7 @@ def _label(tok: np.ndarray, b: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     rests = [f"{len(starts)} steps of {period} kernels repeating ({miss:.1%} of kernels differ one step later), "
              f"placed by {evidence}"]
     if count and split:
-        rests.append(f"a block of {2 * block} kernels repeating {count // 2} times in a step, each two layers ({split})")
+        rests.append(f"a block of two layers repeating {count // 2} times in a step ({split})")
     elif count:
         rests.append(f"a block of {block} kernels repeating {count} times in a step")
     if len(keys) > 1:
