@@ -8,7 +8,11 @@
 # workbench's module ranges (the ground truth the inferred layers are checked against, with
 # the ranges removed): Mixtral (every layer MoE; its eager experts loop syncs the host inside
 # every layer), Qwen2-MoE with sparse_step=2 (every other layer dense: layers repeat in pairs),
-# and Mixtral under torch.profiler. Each trace is tarred into $OUT as it is made.
+# and Mixtral under torch.profiler. Then a user's own program nobody instrumented
+# (benchmarks/user_programs/hf_moe_generate.py: Mixtral sampling a batch of 4 with generate(),
+# the layers' kernel counts varying with the experts hit) captured as a command, with
+# `--modules` (module ranges from outside: the ground truth) and without. Each trace is tarred
+# into $OUT as it is made. PART=models or PART=user runs one half.
 # DEVICE=cpu checks the script without a GPU (torch backend, tiny shapes).
 set -u
 cd "$(dirname "$0")/.."
@@ -31,9 +35,23 @@ capture() {  # capture NAME BACKEND VARIANT...: eager, static cache, tarred at o
         --device "$DEVICE" "${RUNS[@]}" --name "$name" --force --quiet
     [ -d "traces/$name" ] && tar czf "$OUT/$name.tar.gz" "traces/$name"
 }
+user() {  # user NAME [OPTION...]: the user's MoE program captured as a command, tarred at once
+    local name=$1; shift
+    local tiny=(); [ "$DEVICE" = cuda ] || tiny=(--tiny --layers 2 --new-tokens 3)
+    wb capture --backend "$B" "$@" --name "$name" --force --quiet -- \
+        python3 benchmarks/user_programs/hf_moe_generate.py --device "$DEVICE" "${tiny[@]}"
+    [ -d "traces/$name" ] && tar czf "$OUT/$name.tar.gz" "traces/$name"
+}
 python3 -c "import transformers, torch; print('transformers', transformers.__version__, 'torch', torch.__version__)" | tee -a "$LOG"
-capture "$P-hfmoe-mixtral-$B" "$B" arch=mixtral
-capture "$P-hfmoe-qwen2moe-sparse2-$B" "$B" arch=qwen2_moe sparse_step=2
-[ "$DEVICE" = cuda ] && capture "$P-hfmoe-mixtral-torch" torch arch=mixtral
-wb summary "$P-hfmoe-mixtral-$B" --by layer
-du -sh traces/$P-hfmoe-* | tee -a "$LOG"
+if [ "${PART:-all}" != user ]; then
+    capture "$P-hfmoe-mixtral-$B" "$B" arch=mixtral
+    capture "$P-hfmoe-qwen2moe-sparse2-$B" "$B" arch=qwen2_moe sparse_step=2
+    [ "$DEVICE" = cuda ] && capture "$P-hfmoe-mixtral-torch" torch arch=mixtral
+    wb summary "$P-hfmoe-mixtral-$B" --by layer
+fi
+if [ "${PART:-all}" != models ]; then
+    user "$P-user-moe-modules-$B" --modules
+    user "$P-user-moe-$B"
+    wb summary "$P-user-moe-$B" --by layer
+fi
+du -sh traces/$P-hfmoe-* traces/$P-user-moe-* | tee -a "$LOG"
