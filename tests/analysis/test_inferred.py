@@ -245,3 +245,17 @@ def test_mixture_of_experts_layers_and_a_hybrid_of_two_kinds_of_layer():
         in hybrid.rests_on[1]
     lengths = np.bincount(hybrid.layer[(hybrid.step == 0) & (hybrid.layer >= 0)])
     assert lengths.tolist() == [40, 77] * 4
+
+
+def test_a_users_moe_program_whose_capture_starts_with_its_prefill():
+    """A user's Mixtral program sampling a batch of four with generate() (top-k: a radix
+    top-k whose kernels gather), captured as a command on the H200 with no range at all, and
+    again with module ranges from outside (--modules). The capture starts with the prefill, whose
+    experts loop runs other kernels: the layers are read from the middle of the stream, and the
+    top-k's gather is no embedding's."""
+    bare = open_trace(TRACES / "h200-user-moe-nsys").meta["inferred"]
+    assert (bare["layers"], bare["kernels_per_layer"]) == (8, 53)
+    truth = open_trace(TRACES / "h200-user-moe-modules-nsys")
+    found = infer(stripped(truth))
+    assert (found.layers, found.block) == (8, 53)
+    assert agreement(truth) == 1.0 and step_agreement(truth) == 1.0

@@ -131,14 +131,21 @@ def roomy_widens(b: np.ndarray, wide: int, period: int) -> bool:
 
 
 def room(tok: np.ndarray, period: int) -> tuple[int, int, int] | None:
-    """The layer blocks of one period (two periods of the stream searched) when they leave
-    room for a prologue or an epilogue: the period is a step, not a layer."""
+    """The layer blocks of one period (two periods of the stream searched, at its start, else
+    in its middle: a capture that starts with the prefill, whose layers route their tokens to
+    more experts, has its steps' layers only later) when they leave room for a prologue or an
+    epilogue: the period is a step, not a layer. The blocks' start is a position in the stream."""
     if len(tok) < 2 * period:
         return None
-    found = layer_block(tok[: 2 * period], longest=period // 2)
-    # Layers fill most of a step: a short run of repeats in a period is no layer block, nor
-    # are two like kernels in a row (a cast and an add: "layers" of one kernel).
-    return found if found is not None and found[1] > 1 and period // 2 <= found[1] * found[2] < period else None
+    for at in sorted({0, (len(tok) // 2 // period) * period}):
+        if at + 2 * period > len(tok):
+            continue
+        found = layer_block(tok[at: at + 2 * period], longest=period // 2)
+        # Layers fill most of a step: a short run of repeats in a period is no layer block, nor
+        # are two like kernels in a row (a cast and an add: "layers" of one kernel).
+        if found is not None and found[1] > 1 and period // 2 <= found[1] * found[2] < period:
+            return at + found[0], found[1], found[2]
+    return None
 
 
 def _phase(tok: np.ndarray, b: np.ndarray, period: int, room: tuple[int, int, int] | None,
@@ -196,18 +203,35 @@ def starts(tok: np.ndarray, b: np.ndarray, period: int, room, role: np.ndarray) 
     token's pick (:func:`after_pick`) rather than at the strongest gap; ``role``: per kernel,
     its role (:func:`.names.roles`)."""
     n = len(tok)
-    phase, picked = _phase(tok, b, period, room, role)
+    # Where the layers were found in the middle of the stream (its first periods are another
+    # phase's: the prefill), the steps are read from there, and back only as far as the
+    # anchor recurs: what runs before the first step is in none.
+    base = (room[0] // period) * period if room is not None and room[0] >= 2 * period else 0
+    phase, picked = _phase(tok[base:], b[base:], period, None if room is None else (room[0] - base, *room[1:]),
+                           role[base:])
+    phase += base
     anchor = tok[phase], tok[phase + 1] if phase + 1 < n else -1
     hits = np.flatnonzero((tok[:-1] == anchor[0]) & (tok[1:] == anchor[1]))
     tol = max(1, period // 4)
     out = [phase]
     while out[-1] + period < n:
         want = out[-1] + period
-        j = int(np.searchsorted(hits, want))
-        near = [int(h) for h in hits[max(0, j - 1): j + 1] if abs(int(h) - want) <= tol and h > out[-1]]
-        out.append(min(near, key=lambda h: abs(h - want)) if near else want)
+        near = _near(hits, want, tol, lambda h: h > out[-1])
+        out.append(near if near is not None else want)
     if n - out[-1] < period - tol:  # the last step, cut short by the end of the window
         out.pop()
-    if phase >= period - tol:  # a first step before the phase, its start cut by the window
-        out.insert(0, max(0, phase - period))
+    while base and out[0] - period > -tol:
+        near = _near(hits, out[0] - period, tol, lambda h: h < out[0])
+        if near is None:
+            break
+        out.insert(0, near)
+    if (not base or out[0] < period) and out[0] >= period - tol:
+        out.insert(0, max(0, out[0] - period))  # a first step before the phase, its start cut by the window
     return np.asarray(out, np.int64), picked
+
+
+def _near(hits: np.ndarray, want: int, tol: int, keep) -> int | None:
+    """The anchor hit nearest ``want``, within ``tol``, that ``keep`` takes, or None."""
+    j = int(np.searchsorted(hits, want))
+    near = [int(h) for h in hits[max(0, j - 1): j + 1] if abs(int(h) - want) <= tol and keep(int(h))]
+    return min(near, key=lambda h: abs(h - want)) if near else None

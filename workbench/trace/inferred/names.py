@@ -92,8 +92,10 @@ def kinds(texts: np.ndarray) -> np.ndarray:
 # as reductions (``triton_red_fused_..._mm_...``).
 NO_ROLE, GEMM, PICK, GATHER = 0, 1, 2, 3
 _GEMM = re.compile(r"gemm|gemv|nvjet|cublas|^triton_\w+?_fused_(?:\w*_)?(?:mm|addmm|bmm)(?:_|$)", re.I)
-_PICK = re.compile(r"reduce_kernel|reduction|arg_?max|arg_?min|^triton_(?:red|per)_|topk|sort|sampl|multinomial"
-                   r"|softmax", re.I)
+# A sampler's selections first (``gatherTopK`` is a top-k, not an embedding's gather), then
+# any reduction.
+_SELECT = re.compile(r"arg_?max|arg_?min|topk|sort|sampl|multinomial|softmax", re.I)
+_PICK = re.compile(r"reduce_kernel|reduction|^triton_(?:red|per)_", re.I)
 _GATHER = re.compile(r"indexSelect|gather|embedding|index_kernel_impl", re.I)
 _SCATTER = re.compile(r"index_put|index_copy|scatter", re.I)
 
@@ -106,6 +108,7 @@ def roles(names: pd.Series) -> np.ndarray:
     a sampler's argmax share."""
     per_cat = np.zeros(len(names.cat.categories) + 1, np.int8)  # the last: no name (code -1)
     for i, name in enumerate(str(c) for c in names.cat.categories):
-        per_cat[i] = (GEMM if _GEMM.search(name) else GATHER if _GATHER.search(name) and not _SCATTER.search(name)
+        per_cat[i] = (GEMM if _GEMM.search(name) else PICK if _SELECT.search(name)
+                      else GATHER if _GATHER.search(name) and not _SCATTER.search(name)
                       else PICK if _PICK.search(name) else NO_ROLE)
     return per_cat[names.cat.codes.to_numpy()]

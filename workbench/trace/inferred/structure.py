@@ -355,14 +355,15 @@ def _common_prefix(blk: np.ndarray, q: int) -> int:
 
 def _pair_cut(blk: np.ndarray) -> int | None:
     """Where a block of two layers splits: the place its longest run of first kernels recurs,
-    not overlapping itself, where that run is ``PAIRED`` of the block or more (a hybrid's two
-    kinds of layer share their norms and attention); else None."""
+    not overlapping itself, where that run is ``PAIRED`` of the block or more and three kernels
+    at least (a hybrid's two kinds of layer share their norms and attention; a kernel or two
+    alike in a row are no layers); else None."""
     best, longest = None, 0
     for q in range(1, len(blk)):
         run = _common_prefix(blk, q)
         if run > longest:
             best, longest = q, run
-    return best if best is not None and longest <= best and longest >= PAIRED * len(blk) else None
+    return best if best is not None and longest <= best and longest >= max(PAIRED * len(blk), 3) else None
 
 
 def _alike_lengths(d: np.ndarray) -> bool:
