@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench.trace.inferred.structure import infer
+from workbench.trace.inferred.structure import PREFILL_STEP, infer
 from workbench.analysis.inferred.timing import FROM_TRACE, source, step_times, timing
 from workbench.analysis.projection import project
+from workbench.analysis.tables import summary
 from workbench.analysis.stats import MIN_SAMPLES, compare_timing
 from workbench.trace import open_trace
 from workbench.trace.schema import Trace, empty_table
@@ -251,11 +252,20 @@ def test_a_users_moe_program_whose_capture_starts_with_its_prefill():
     """A user's Mixtral program sampling a batch of four with generate() (top-k: a radix
     top-k whose kernels gather), captured as a command on the H200 with no range at all, and
     again with module ranges from outside (--modules). The capture starts with the prefill, whose
-    experts loop runs other kernels: the layers are read from the middle of the stream, and the
-    top-k's gather is no embedding's."""
-    bare = open_trace(TRACES / "h200-user-moe-nsys").meta["inferred"]
-    assert (bare["layers"], bare["kernels_per_layer"]) == (8, 53)
+    experts loop runs other kernels: the layers are read from the middle of the stream, the
+    top-k's gather is no embedding's, and the prefill (a fifth of its kernels in no decode
+    step) is its own phase: 11 decode steps, as the program's 11 decode forwards."""
+    trace = open_trace(TRACES / "h200-user-moe-nsys")
+    bare = trace.meta["inferred"]
+    assert (bare["steps"], bare["layers"], bare["kernels_per_layer"]) == (11, 8, 53)
+    assert "before them the prefill (625 kernels, 22% of them in no step" in bare["rests_on"]
+    phases = summary(trace, by="phase").set_index("phase")["kernels"]
+    assert phases["prefill"] == 625 and phases["decode"] == 11 * 520
     truth = open_trace(TRACES / "h200-user-moe-modules-nsys")
     found = infer(stripped(truth))
-    assert (found.layers, found.block) == (8, 53)
+    assert (found.steps, found.layers, found.block) == (11, 8, 53)
     assert agreement(truth) == 1.0 and step_agreement(truth) == 1.0
+    p = project(truth)
+    prefill = found.step[(p["phase"] == "prefill").to_numpy()]
+    assert (prefill < 0).all() and (prefill == PREFILL_STEP).mean() > 0.99  # no prefill kernel in a decode step
+    assert len(step_times(stripped(truth)).samples) == 11

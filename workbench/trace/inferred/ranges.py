@@ -3,7 +3,8 @@ ranges, for a trace whose program gave almost none (an engine nobody instrumente
 made elsewhere with ``cudaProfilerStart/Stop`` and no NVTX).
 
 Each inferred step is a range ``step_<i>`` (numbered per GPU, as the workbench's runner names
-its steps: every view then counts them as decode steps), from its first kernel's launch (a CUDA
+its steps: every view then counts them as decode steps), the prefill found before them one
+named ``prefill``, from its first kernel's launch (a CUDA
 graph's launch for a replayed step), or the step before's last kernel's end where that is later
 (a program that does not wait for each token launches steps ahead of the GPU: the step's time
 is its own, not the queue's, in every view), to its last kernel's end; each of its layers a
@@ -22,6 +23,10 @@ import pandas as pd
 
 from ..arrays import queued_starts
 from .structure import COLUMNS, gpus, infer_kernels
+
+# The prefill's range (structure.PREFILL_STEP), named as the workbench's runner names its own:
+# every view counts it as the prefill phase.
+PREFILL = "prefill"
 
 DOMAIN = "inferred"
 # Layer ranges are named `inferred_layer_<NN>`: every per-layer view reads the layer number and the
@@ -69,7 +74,7 @@ def _ranges(k: pd.DataFrame, step: np.ndarray, layer: np.ndarray, n: int) -> tup
     begin = np.where(launch >= 0, np.minimum(launch, start), start)
     frame = pd.DataFrame({"gpu": gpu, "step": step, "layer": layer, "begin": begin, "start": start, "end": end,
                           "pid": k["pid"].to_numpy(), "tid": k["launch_tid"].to_numpy(), "row": np.arange(len(k))})
-    in_step = frame[frame["step"] >= 0]
+    in_step = frame[frame["step"] != -1]  # the decode steps' kernels and the prefill's
     steps = in_step.sort_values("start", kind="stable").groupby(["gpu", "step"], sort=True).agg(
         start=("begin", "min"), end=("end", "max"), pid=("pid", "first"), tid=("tid", "first"))
     # Per GPU: no step starts before the one before it ended.
@@ -85,7 +90,7 @@ def _ranges(k: pd.DataFrame, step: np.ndarray, layer: np.ndarray, n: int) -> tup
     lay_parent = parent_of.reindex(of_step).to_numpy()
     lay_tid = steps["tid"].reindex(of_step).to_numpy()
     width = max(2, len(str(int(in_layer["layer"].max())))) if len(in_layer) else 2
-    names = [f"step_{s}" for s in steps.index.get_level_values(1)]
+    names = [f"step_{s}" if s >= 0 else PREFILL for s in steps.index.get_level_values(1)]
     names += [f"{LAYER}_{j:0{width}d}" for j in lay.index.get_level_values(2)]
     added = pd.DataFrame({
         "name": pd.Categorical(names), "start": np.r_[steps["start"].to_numpy(), lay["start"].to_numpy()],
