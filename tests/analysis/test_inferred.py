@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench.trace.inferred.structure import PREFILL_STEP, infer
+from workbench.trace.inferred.boundaries import PREFILL_STEP
+from workbench.trace.inferred.structure import infer
 from workbench.analysis.inferred.timing import FROM_TRACE, source, step_times, timing
 from workbench.analysis.projection import project
 from workbench.analysis.tables import summary

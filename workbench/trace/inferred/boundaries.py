@@ -3,7 +3,8 @@ kernel's strength as a step's first kernel (a CUDA-graph launch, else the GPU's 
 it plus the host's gap before its launch), those strengths per place of a period (the median
 over the periods), the step period widened from one layer where the gaps say so, and the
 steps' first kernels: right after each step's pick of its token where the kernels between its
-layers show one (a reduction after the LM head's matmul), else at the strongest boundary.
+layers show one (a reduction after the LM head's matmul), else at the strongest boundary; a
+replayed step's start moved back to its input copies; the prefill told from the steps.
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ WIDER = 1.5
 # boundaries stand out this much more than the period's: between what a step of several layers
 # shows and what a longer host gap every few steps does (benchmarks/RESULTS.md, issue 37).
 ROOMY = 1.75
+# A first step at least this share of whose kernels no later step runs (the prompt's shapes
+# pick other GEMM and attention kernels), and more GPU time than the other steps' median, is
+# the prefill (the committed captures of whole programs, prompts of 8-16 tokens: 12-24%, and
+# 1.10-1.35x the GPU time; every first step that is no prefill, warm-up or a compiler's first
+# replay: 0%).
+PREFILL = 0.05
+# The step of the prefill's kernels (-1: in no step).
+PREFILL_STEP = -2
 
 
 def boundary(c: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, str]:
@@ -235,3 +244,52 @@ def _near(hits: np.ndarray, want: int, tol: int, keep) -> int | None:
     j = int(np.searchsorted(hits, want))
     near = [int(h) for h in hits[max(0, j - 1): j + 1] if abs(int(h) - want) <= tol and keep(int(h))]
     return min(near, key=lambda h: abs(h - want)) if near else None
+
+
+def replay_starts(tok: np.ndarray, role: np.ndarray, graph: np.ndarray, starts: np.ndarray,
+               ends: np.ndarray) -> np.ndarray:
+    """Where replayed steps start, from one token's pick to the next: the eager kernels
+    launched after a replay and after its step's pick (:func:`after_pick` from the
+    step's last matrix multiply, the LM head's, in the replay or after it), an input copy for
+    the next replay, start the next step; the first step takes the same kernels before its
+    replay where they are there. A step whose kernels show no pick starts at its replay."""
+    out = starts.copy()
+    for i in range(1, len(starts)):
+        prev, nxt = int(starts[i - 1]), int(starts[i])
+        gemm = np.flatnonzero(role[prev:nxt] == GEMM)
+        if ends[i - 1] != nxt or not len(gemm):  # a step of its own between (replays.py)
+            continue
+        cut = after_pick(role, prev + int(gemm[-1]), nxt)
+        replayed = np.flatnonzero(graph[prev:nxt])
+        if cut is not None:  # never inside the replay: its kernels are its step's
+            out[i] = max(cut, prev + int(replayed[-1]) + 1 if len(replayed) else prev)
+    if len(starts) > 1:
+        prep = tok[out[1]: starts[1]]
+        lo = int(starts[0]) - len(prep)
+        if len(prep) and lo >= 0 and not graph[lo: starts[0]].any() and (tok[lo: starts[0]] == prep).all():
+            out[0] = lo
+    return out
+
+
+def take_prefill(tok: np.ndarray, step: np.ndarray, c: dict[str, np.ndarray], info: dict) -> None:
+    """Take the first step out of the steps (its kernels' step -> ``PREFILL_STEP``, the others
+    numbered from 0 again) where it is the prefill: ``PREFILL`` of its kernels or more run in
+    no later step (the prompt's shapes), and it has more GPU time than the other steps' median.
+    A capture of a whole program starts with the prefill, which the anchors of the steps after
+    it may find as their first."""
+    n = int(step.max(initial=-1)) + 1
+    if n < 3:
+        return
+    first = tok[step == 0]
+    novel = float(np.isin(first, tok[step > 0], invert=True).mean()) if len(first) else 0.0
+    sel = step >= 0
+    busy = np.bincount(step[sel], weights=(c["end"] - c["start"])[sel], minlength=n)
+    ratio = busy[0] / max(float(np.median(busy[1:])), 1.0)
+    if novel < PREFILL or ratio <= 1:
+        return
+    step[step == 0] = PREFILL_STEP
+    step[step > 0] -= 1
+    info["steps"] -= 1
+    said = info["rests_on"][0].removeprefix(f"{n} steps")
+    info["rests_on"][0] = (f"{n - 1} steps{said}; before them the prefill ({len(first)} kernels, {novel:.0%} of them "
+                           f"in no step, {ratio:.2f}x the steps' median GPU time)")

@@ -24,7 +24,7 @@ import pandas as pd
 from ..arrays import queued_starts
 from .structure import COLUMNS, gpus, infer_kernels
 
-# The prefill's range (structure.PREFILL_STEP), named as the workbench's runner names its own:
+# The prefill's range (boundaries.PREFILL_STEP), named as the workbench's runner names its own:
 # every view counts it as the prefill phase.
 PREFILL = "prefill"
 

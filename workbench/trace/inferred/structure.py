@@ -46,8 +46,9 @@ import numpy as np
 import pandas as pd
 
 from ..schema import Trace
-from .names import FUSED_NORM, GEMM, POINTWISE, kinds, roles, tokens
-from .boundaries import after_pick, boundary, room as layer_room, roomy_widens, starts as step_starts, widen
+from .names import FUSED_NORM, POINTWISE, kinds, roles, tokens
+from .boundaries import (boundary, replay_starts, room as layer_room, roomy_widens, starts as step_starts,
+                         take_prefill, widen)
 from .replays import replay_steps
 from .periods import WINDOW, anchored_layers, layer_block, mismatch, step_period
 
@@ -64,14 +65,6 @@ MEDIAN_STEPS = 64
 # 10-14 (inner layers: 8% at most); a short op repeated inside a layer, three KV-cache writes
 # then the attention, by 60% and more).
 ALIKE = 1.3
-# A first step at least this share of whose kernels no later step runs (the prompt's shapes
-# pick other GEMM and attention kernels), and more GPU time than the other steps' median, is
-# the prefill (the committed captures of whole programs, prompts of 8-16 tokens: 12-24%, and
-# 1.10-1.35x the GPU time; every first step that is no prefill, warm-up or a compiler's first
-# replay: 0%).
-PREFILL = 0.05
-# The step of the prefill's kernels (-1: in no step).
-PREFILL_STEP = -2
 # An exactly repeating block whose first kernels recur inside it (not overlapping) for at least
 # this share of it holds two layers: a hybrid whose layers alternate, Qwen2-MoE's dense and
 # MoE layers sharing their norms and attention (a third of the pair). A norm recurring inside
@@ -83,7 +76,8 @@ COLUMNS = ["name", "start", "end", "device", "pid", "graph", "correlation", "lau
 @dataclass
 class Structure:
     """Per kernel (row of the kernels table): ``step`` (inferred step, numbered per GPU from 0;
-    -1: in none; ``PREFILL_STEP``: the prefill's) and ``layer`` (-1: in none). ``period`` kernels per step and ``block`` per layer
+    -1: in none; ``boundaries.PREFILL_STEP``: the prefill's) and ``layer`` (-1: in none).
+    ``period`` kernels per step and ``block`` per layer
     (the commonest), ``layers`` per step, ``steps`` (on the GPU with most), ``confidence``
     (the share of step kernels whose step has as many layers as the commonest sequence, times the share of
     their kernels in layers) and ``rests_on``, the evidence in words."""
@@ -159,7 +153,7 @@ def _one_gpu(tok: np.ndarray, role: np.ndarray, c: dict[str, np.ndarray], hint: 
         # Layers are read from each replay's first kernel (the model's forward) on; then the
         # kernels that prepare a replay's inputs join its step.
         step, layer, info = _label(tok, b, starts, ends, period, miss, evidence, hint, kind, replayed=True)
-        for i, (lo, hi) in enumerate(zip(_from_pick(tok, role, c["graph"].astype(bool), starts, ends), starts)):
+        for i, (lo, hi) in enumerate(zip(replay_starts(tok, role, c["graph"].astype(bool), starts, ends), starts)):
             step[lo:hi] = i
         return step, layer, info
     if evidence == "graph launches" and len(strong) > 1 and strong[0] > 0:
@@ -203,57 +197,8 @@ def _one_gpu(tok: np.ndarray, role: np.ndarray, c: dict[str, np.ndarray], hint: 
         evidence += ", each step ending at its token's pick (the last reduction after the LM head's matmul)"
     ends = np.minimum(np.r_[starts[1:], starts[-1] + period], len(tok))
     step, layer, info = _label(tok, b, starts, ends, period, miss, evidence, hint, kind, replayed=False)
-    _prefill(tok, step, c, info)
+    take_prefill(tok, step, c, info)
     return step, layer, info
-
-
-def _prefill(tok: np.ndarray, step: np.ndarray, c: dict[str, np.ndarray], info: dict) -> None:
-    """Take the first step out of the steps (its kernels' step -> ``PREFILL_STEP``, the others
-    numbered from 0 again) where it is the prefill: ``PREFILL`` of its kernels or more run in
-    no later step (the prompt's shapes), and it has more GPU time than the other steps' median.
-    A capture of a whole program starts with the prefill, which the anchors of the steps after
-    it may find as their first."""
-    n = int(step.max(initial=-1)) + 1
-    if n < 3:
-        return
-    first = tok[step == 0]
-    novel = float(np.isin(first, tok[step > 0], invert=True).mean()) if len(first) else 0.0
-    sel = step >= 0
-    busy = np.bincount(step[sel], weights=(c["end"] - c["start"])[sel], minlength=n)
-    ratio = busy[0] / max(float(np.median(busy[1:])), 1.0)
-    if novel < PREFILL or ratio <= 1:
-        return
-    step[step == 0] = PREFILL_STEP
-    step[step > 0] -= 1
-    info["steps"] -= 1
-    said = info["rests_on"][0].removeprefix(f"{n} steps")
-    info["rests_on"][0] = (f"{n - 1} steps{said}; before them the prefill ({len(first)} kernels, {novel:.0%} of them "
-                           f"in no step, {ratio:.2f}x the steps' median GPU time)")
-
-
-def _from_pick(tok: np.ndarray, role: np.ndarray, graph: np.ndarray, starts: np.ndarray,
-               ends: np.ndarray) -> np.ndarray:
-    """Where replayed steps start, from one token's pick to the next: the eager kernels
-    launched after a replay and after its step's pick (:func:`.boundaries.after_pick` from the
-    step's last matrix multiply, the LM head's, in the replay or after it), an input copy for
-    the next replay, start the next step; the first step takes the same kernels before its
-    replay where they are there. A step whose kernels show no pick starts at its replay."""
-    out = starts.copy()
-    for i in range(1, len(starts)):
-        prev, nxt = int(starts[i - 1]), int(starts[i])
-        gemm = np.flatnonzero(role[prev:nxt] == GEMM)
-        if ends[i - 1] != nxt or not len(gemm):  # a step of its own between (replays.py)
-            continue
-        cut = after_pick(role, prev + int(gemm[-1]), nxt)
-        replayed = np.flatnonzero(graph[prev:nxt])
-        if cut is not None:  # never inside the replay: its kernels are its step's
-            out[i] = max(cut, prev + int(replayed[-1]) + 1 if len(replayed) else prev)
-    if len(starts) > 1:
-        prep = tok[out[1]: starts[1]]
-        lo = int(starts[0]) - len(prep)
-        if len(prep) and lo >= 0 and not graph[lo: starts[0]].any() and (tok[lo: starts[0]] == prep).all():
-            out[0] = lo
-    return out
 
 
 def _label(tok: np.ndarray, b: np.ndarray, starts: np.ndarray, ends: np.ndarray, period: int, miss: float,
