@@ -12,7 +12,9 @@
 # (benchmarks/user_programs/hf_moe_generate.py: Mixtral sampling a batch of 4 with generate(),
 # the layers' kernel counts varying with the experts hit) captured as a command, with
 # `--modules` (module ranges from outside: the ground truth) and without. Each trace is tarred
-# into $OUT as it is made. PART=models or PART=user runs one half.
+# into $OUT as it is made. PART=models or PART=user runs one half; EXPERTS=eager captures the
+# user's program with transformers' experts loop instead (each hit expert's kernels launched:
+# the layers' kernel counts vary with the routing).
 # DEVICE=cpu checks the script without a GPU (torch backend, tiny shapes).
 set -u
 cd "$(dirname "$0")/.."
@@ -35,11 +37,15 @@ capture() {  # capture NAME BACKEND VARIANT...: eager, static cache, tarred at o
         --device "$DEVICE" "${RUNS[@]}" --name "$name" --force --quiet
     [ -d "traces/$name" ] && tar czf "$OUT/$name.tar.gz" "traces/$name"
 }
-user() {  # user NAME [OPTION...]: the user's MoE program captured as a command, tarred at once
+user() {  # user NAME [OPTION...] [-- PROGRAM_OPTION...]: the user's MoE program captured as a
+          # command, tarred at once
     local name=$1; shift
-    local tiny=(); [ "$DEVICE" = cuda ] || tiny=(--tiny --layers 2 --new-tokens 3)
-    wb capture --backend "$B" "$@" --name "$name" --force --quiet -- \
-        python3 benchmarks/user_programs/hf_moe_generate.py --device "$DEVICE" "${tiny[@]}"
+    local opts=() prog=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
+    [ $# -gt 0 ] && shift && prog=("$@")
+    [ "$DEVICE" = cuda ] || prog+=(--tiny --layers 2 --new-tokens 3)
+    wb capture --backend "$B" "${opts[@]}" --name "$name" --force --quiet -- \
+        python3 benchmarks/user_programs/hf_moe_generate.py --device "$DEVICE" "${prog[@]}"
     [ -d "traces/$name" ] && tar czf "$OUT/$name.tar.gz" "traces/$name"
 }
 python3 -c "import transformers, torch; print('transformers', transformers.__version__, 'torch', torch.__version__)" | tee -a "$LOG"
@@ -50,8 +56,13 @@ if [ "${PART:-all}" != user ]; then
     wb summary "$P-hfmoe-mixtral-$B" --by layer
 fi
 if [ "${PART:-all}" != models ]; then
-    user "$P-user-moe-modules-$B" --modules
-    user "$P-user-moe-$B"
-    wb summary "$P-user-moe-$B" --by layer
+    if [ "${EXPERTS:-grouped_mm}" = eager ]; then
+        user "$P-user-moe-eagerexperts-modules-$B" --modules -- --experts eager
+        user "$P-user-moe-eagerexperts-$B" -- --experts eager
+    else
+        user "$P-user-moe-modules-$B" --modules
+        user "$P-user-moe-$B"
+        wb summary "$P-user-moe-$B" --by layer
+    fi
 fi
-du -sh traces/$P-hfmoe-* traces/$P-user-moe-* | tee -a "$LOG"
+du -sh traces/$P-hfmoe-* traces/$P-user-moe-* 2>/dev/null | tee -a "$LOG"
