@@ -270,3 +270,24 @@ def test_a_users_moe_program_whose_capture_starts_with_its_prefill():
     prefill = found.step[(p["phase"] == "prefill").to_numpy()]
     assert (prefill < 0).all() and (prefill == PREFILL_STEP).mean() > 0.99  # no prefill kernel in a decode step
     assert len(step_times(stripped(truth)).samples) == 11
+
+
+def test_moe_layers_whose_kernel_counts_vary():
+    """The same program with transformers' experts loop (``--experts eager``): each hit expert's
+    kernels are launched, 2 to 8 experts a layer, so the layers run 110 to 170 kernels and
+    no two steps are alike. The steps are found by the kernels that run once a step, the
+    layers by those that run once a layer, each layer starting where the first one does
+    before its attention; CUB's own NVTX ranges around the experts' scans (domain CCCL) do
+    not make the bare capture instrumented: they sit under the inferred layers."""
+    truth = open_trace(TRACES / "h200-user-moe-eagerexperts-modules-nsys")
+    found = infer(stripped(truth))
+    assert (found.steps, found.layers) == (11, 8)
+    sizes = {int((found.layer[found.step == s] == j).sum()) for s in range(found.steps) for j in range(8)}
+    assert min(sizes) <= 110 and max(sizes) >= 170
+    assert agreement(truth) == 1.0 and step_agreement(truth) == 1.0
+    bare = open_trace(TRACES / "h200-user-moe-eagerexperts-nsys")
+    info = bare.meta["inferred"]
+    assert info["applied"] and (info["steps"], info["layers"]) == (11, 8)
+    assert "kernels that run once a step (the steps' lengths vary)" in info["rests_on"]
+    rows = summary(bare, by="layer")
+    assert ((rows["layer"] >= 0) & rows["range"].astype(str).str.startswith("cub::")).any()

@@ -92,9 +92,9 @@ def build(raw: RawTables, where: str, options: ImportOptions = DEFAULT) -> Trace
         # A CPU-only capture's work units are its top-level CPU ops, timed on threads: no
         # device gaps or launches tell steps apart there, so none are inferred.
         if options.infer and raw.meta.get("source", {}).get("work_units", "kernel") != "cpu_op":
-            added, range_id, inferred = inferred_ranges(kernels, out["ranges"], options.layers)
+            added, range_id, inferred, base = inferred_ranges(kernels, out["ranges"], options.layers)
             if added is not None:
-                ranges, range_id = merged(out["ranges"], added, range_id)
+                ranges, range_id = merged(base, added, range_id)
                 for col in ("name", "domain"):  # the inferred names join the trace's categories
                     ranges[col] = ranges[col].astype("string").astype("category")
                 out["ranges"] = ranges

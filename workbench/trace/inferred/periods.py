@@ -22,6 +22,11 @@ import numpy as np
 WINDOW = 200_000
 # How much worse than the best a smaller step period may match and still be taken: a hair.
 SLACK = 0.002
+# Anchored layers' inner ones vary in length by at most this share of their mean (standard
+# deviation): a mixture of experts' loop makes its layers 110-170 kernels (2 to 8 experts
+# hit: 0.12), while the experts' own kernels, which run as often as the hit experts, make
+# "layers" of 15 kernels and of about 40 (an expert, or the next layer's attention: 0.5).
+VARIED = 0.3
 
 
 def mismatch(tok: np.ndarray, period: int) -> float:
@@ -115,7 +120,8 @@ def anchored_layers(s: np.ndarray, layers: int | None = None, replayed: bool = F
     ``j``-th occurrence of each in layer ``j``: every anchor of a layer comes before every
     anchor of the next. ``N`` is ``layers`` (a hint), else the largest count that two tokens
     share and that passes that test (a token twice per layer has its occurrences of two
-    layers interleaved with the others' and fails it). A layer ends at its last anchor (the
+    layers interleaved with the others' and fails it) whose inner layers' lengths vary by at
+    most ``VARIED``, three layers at least (else the largest that passes). A layer ends at its last anchor (the
     next layer's own kernels start after it: its norm and projections before its first
     anchor); the first layer starts as far before its first anchor as the others do, and what
     is after the last layer's last anchor is the step's epilogue. The layers must hold half
@@ -128,24 +134,73 @@ def anchored_layers(s: np.ndarray, layers: int | None = None, replayed: bool = F
     vals, counts = np.unique(s, return_counts=True)
     shared = np.unique(counts[counts >= 2], return_counts=True)
     tries = [layers] if layers else sorted((int(c) for c, k in zip(*shared) if k >= 2), reverse=True)
+    fallback = None
     for count in tries:
-        anchors = vals[counts == count]
-        if not len(anchors) or count < 2:
+        found = anchor_bounds(s, vals[counts == count], count)
+        if found is None:
             continue
-        occ = np.stack([np.flatnonzero(s == a) for a in anchors])  # (anchors, count): positions
-        first, last = occ.min(axis=0), occ.max(axis=0)
-        if not (last[:-1] < first[1:]).all():
-            continue
-        cuts = replayed_cuts(s, first, last) if replayed else None
+        first, last = found
+        cuts = replayed_cuts(s, first, last) if replayed else _varied_cuts(s, first, last)
         if cuts is None:
             after = last[:-1] + 1
             if b is not None:
                 after = after + np.array([int(np.argmax(b[lo: hi + 1])) for lo, hi in zip(after, first[1:])])
             lead = int(np.median(first[1:] - after))
             cuts = np.r_[max(0, int(first[0]) - lead), after, last[-1] + 1].astype(np.int64)
-        if cuts[-1] - cuts[0] >= n / 2:
-            return cuts, int(np.median(np.diff(cuts))), count
-    return None
+        if cuts[-1] - cuts[0] < n / 2:
+            continue
+        out = cuts, int(np.median(np.diff(cuts))), count
+        inner = np.diff(cuts)[1:-1]
+        if layers or count > 2 and inner.std() <= VARIED * inner.mean():
+            return out
+        fallback = fallback or out
+    return fallback
+
+
+def _suffix(parts: list[np.ndarray]) -> int:
+    """How many tokens all of ``parts`` end with alike."""
+    n = min(len(p) for p in parts)
+    k = 0
+    while k < n and all(p[len(p) - k - 1] == parts[0][len(parts[0]) - k - 1] for p in parts):
+        k += 1
+    return k
+
+
+def _varied_cuts(s: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray | None:
+    """Layer cuts where the stretches between one layer's last anchor and the next one's first
+    vary in length (a mixture of experts' loop launches each hit expert's kernels after the
+    router, the layer's last anchor): each layer starts the same kernels before its first
+    anchor as the first layer does after the step's prologue (what every stretch and the
+    prologue end with alike: the norm, the projections), and the last layer ends where the
+    other layers' tails end alike, at the last place its stretch does so. None where the
+    stretches are alike in length (:func:`anchored_layers` places those cuts by the gaps)."""
+    gaps = [s[lo + 1: hi] for lo, hi in zip(last[:-1], first[1:])]
+    if len(gaps) < 2 or len({len(g) for g in gaps}) == 1:
+        return None
+    head = _suffix(gaps + [s[: first[0]]])
+    starts = first - head
+    tails = [s[lo + 1: hi] for lo, hi in zip(last[:-1], starts[1:])]
+    end = int(last[-1]) + 1 + int(np.median([len(t) for t in tails]))
+    t = _suffix(tails)
+    if t:
+        rest = s[last[-1] + 1:]
+        at = [i for i in range(t, len(rest) + 1) if (rest[i - t: i] == tails[0][len(tails[0]) - t:]).all()]
+        if at:
+            end = int(last[-1]) + 1 + at[-1]
+    return np.r_[starts, end].astype(np.int64)
+
+
+def anchor_bounds(s: np.ndarray, anchors: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Where ``anchors`` (tokens occurring ``count`` times each in ``s``) place ``count`` units:
+    each unit's first and last anchor position, where every anchor of a unit comes before
+    every anchor of the next (the ``j``-th occurrence of each is unit ``j``'s); else None."""
+    if not len(anchors) or count < 2:
+        return None
+    order = np.argsort(s, kind="stable")
+    at = np.isin(s[order], anchors)
+    occ = order[at].reshape(len(anchors), count)  # per anchor (in token order), its positions in order
+    first, last = occ.min(axis=0), occ.max(axis=0)
+    return (first, last) if (last[:-1] < first[1:]).all() else None
 
 
 def replayed_cuts(s: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray | None:

@@ -12,8 +12,9 @@ child range ``inferred_layer_<NN>`` over its kernels' GPU span. A step's prologu
 in no layer; kernels before the first step stay in no range. The ranges' domain is
 ``inferred``, and the manifest's ``inferred`` section says what they rest on.
 
-Real ranges always win: only kernels no real range holds are searched, and only where they are
-nearly all of the trace's kernels. A search whose confidence is low adds nothing and says so.
+Real ranges always win: only kernels no real range holds are searched (a library's own ranges,
+CUB's around a scan, aside: those go under the inferred layer that holds them), and only where
+they are nearly all of the trace's kernels. A search whose confidence is low adds nothing and says so.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ LAYER = "inferred_layer"
 # The share of kernels outside every real range above which a trace is searched: a handful of
 # kernels in a library's own range (a cub scan) does not make a trace instrumented.
 UNRANGED = 0.9
+# NVTX domains of libraries that annotate their own calls (CUB and Thrust: CCCL; NCCL): their
+# ranges do not make a program instrumented.
+LIBRARY_DOMAINS = frozenset({"CCCL", "NCCL"})
 # Below this confidence (the share of step kernels in the commonest step sequence, times the
 # share in layers: :class:`.structure.Structure`) nothing is added.
 MIN_CONFIDENCE = 0.5
@@ -44,25 +48,68 @@ MIN_STEP = 4
 
 
 def inferred_ranges(kernels: pd.DataFrame, ranges: pd.DataFrame, layers: int | None = None):
-    """``(added, range_id, section)``: the inferred ranges (columns of the nested ranges table,
-    ids after ``ranges``'), every kernel's innermost range with them, and the manifest's
-    ``inferred`` section; ``added`` and ``range_id`` are None where nothing is added (the
-    section then says why; None where the trace was not searched or no step repeats)."""
+    """``(added, range_id, section, ranges)``: the inferred ranges (columns of the nested
+    ranges table, ids after ``ranges``'), every kernel's innermost range with them, the
+    manifest's ``inferred`` section, and ``ranges`` with each library's range that the
+    inferred ones hold under them (:func:`_library`); ``added`` and ``range_id`` are None
+    where nothing is added (the section then says why; None where the trace was not searched
+    or no step repeats)."""
     rid = kernels["range_id"].to_numpy()
-    free = np.flatnonzero(rid < 0)
+    lib = _library(ranges)
+    free = np.flatnonzero((rid < 0) | lib[np.maximum(rid, 0)] & (rid >= 0) if lib.any() else rid < 0)
     if len(free) < 2 or len(free) < UNRANGED * len(rid):
-        return None, None, None
+        return None, None, None, ranges
     k = kernels[[*COLUMNS, "launch_tid"]].take(free).reset_index(drop=True)
     found = infer_kernels(k, layers)
     if found.steps == 0 or found.period < MIN_STEP:
-        return None, None, None
+        return None, None, None, ranges
     section = {**found.as_dict(), "hint_layers": layers}
     if found.steps < 2 or found.confidence < MIN_CONFIDENCE:
-        return None, None, {**section, "applied": False}
+        return None, None, {**section, "applied": False}, ranges
     added, of = _ranges(k, found.step, found.layer, len(ranges))
     range_id = rid.copy()
-    range_id[free] = of
-    return added, range_id, {**section, "applied": True}
+    plain = rid[free] < 0
+    range_id[free[plain]] = of[plain]
+    if not plain.all():
+        ranges = _under(ranges, lib, rid[free[~plain]], of[~plain], added)
+    return added, range_id, {**section, "applied": True}, ranges
+
+
+def _library(ranges: pd.DataFrame) -> np.ndarray:
+    """Per range (rows of the nested table, ids their positions): whether it and every range
+    above it are a library's own (``LIBRARY_DOMAINS``). A program's kernels inside them are
+    still uninstrumented: they are searched, and keep those ranges as their innermost."""
+    if not len(ranges) or "domain" not in ranges:
+        return np.zeros(len(ranges), bool)
+    lib = ranges["domain"].astype(str).isin(LIBRARY_DOMAINS).to_numpy()
+    parent = ranges["parent"].to_numpy()
+    chain = lib.copy()
+    for _ in range(int(ranges["depth"].max()) + 1):
+        chain = lib & np.where(parent >= 0, chain[np.maximum(parent, 0)], True)
+    return chain
+
+
+def _under(ranges: pd.DataFrame, lib: np.ndarray, inner: np.ndarray, of: np.ndarray, added: pd.DataFrame) -> pd.DataFrame:
+    """``ranges`` with each top library range moved under the inferred range its first kernel is
+    in (``inner``: those kernels' innermost ranges, ``of``: their inferred ranges), it and the
+    ranges inside it one level deeper than that range."""
+    parent, depth = ranges["parent"].to_numpy().copy(), ranges["depth"].to_numpy().copy()
+    top = np.arange(len(ranges))
+    for _ in range(int(depth.max()) + 1):  # each library range's top library range
+        top = np.where(parent[top] >= 0, parent[top], top)
+    roots, first = np.unique(top[inner], return_index=True)
+    new_parent = of[first]
+    keep = new_parent >= 0
+    roots, new_parent = roots[keep], new_parent[keep]
+    depth_of = pd.Series(added["depth"].to_numpy(), index=added["id"].to_numpy())
+    shift = np.zeros(len(ranges), np.int64)
+    shift[roots] = depth_of.reindex(new_parent).to_numpy() + 1
+    moved = lib & (shift[top] > 0)
+    out = ranges.copy()
+    parent[roots] = new_parent
+    depth[moved] += shift[top[moved]]
+    out["parent"], out["depth"] = parent, depth
+    return out
 
 
 def _ranges(k: pd.DataFrame, step: np.ndarray, layer: np.ndarray, n: int) -> tuple[pd.DataFrame, np.ndarray]:

@@ -49,6 +49,7 @@ from ..schema import Trace
 from .names import FUSED_NORM, POINTWISE, kinds, roles, tokens
 from .boundaries import (boundary, replay_starts, room as layer_room, roomy_widens, starts as step_starts,
                          take_prefill, widen)
+from .anchored import anchored_steps
 from .replays import replay_steps
 from .periods import WINDOW, anchored_layers, layer_block, mismatch, step_period
 
@@ -70,6 +71,10 @@ ALIKE = 1.3
 # MoE layers sharing their norms and attention (a third of the pair). A norm recurring inside
 # one layer is less (the committed traces: at most 0.19 of a layer).
 PAIRED = 0.25
+# A reading by the stream's period less confident than this (the share of step kernels in the
+# commonest sequence times the share in layers) is checked against the reading by the kernels
+# that run once a step, and the surer one kept.
+UNSURE = 0.5
 COLUMNS = ["name", "start", "end", "device", "pid", "graph", "correlation", "launch_start", "launch_end"]
 
 
@@ -143,7 +148,28 @@ def _cols(k: pd.DataFrame, rows: np.ndarray) -> dict[str, np.ndarray]:
 
 def _one_gpu(tok: np.ndarray, role: np.ndarray, c: dict[str, np.ndarray], hint: int | None, kind: np.ndarray):
     """Steps and layers of one GPU's tokens ``tok`` (columns ``c``); ``role``: per kernel, its
-    role (:func:`.names.roles`); ``kind``: per token, its kind (:func:`.names.kinds`)."""
+    role (:func:`.names.roles`); ``kind``: per token, its kind (:func:`.names.kinds`). The
+    reading by the stream's period, or where that is unsure (``UNSURE``) the reading by the
+    kernels that run once a step (:mod:`.anchored`: steps whose lengths vary) where it is
+    surer."""
+    found = _periodic(tok, role, c, hint, kind)
+    if found is not None and found[2]["confidence"] >= UNSURE:
+        return found
+    b, _, evidence = boundary(c)
+    steps = anchored_steps(tok, role, b)
+    if steps is None:
+        return found
+    starts, ends, anchors = steps
+    period = int(np.median(ends - starts))
+    said = f"{anchors} kernels that run once a step (the steps' lengths vary), {evidence}"
+    other = _label(tok, b, starts, ends, period, mismatch(tok[: min(len(tok), WINDOW)], period), said, hint, kind,
+                   replayed=False)
+    take_prefill(tok, other[0], c, other[2])
+    return other if found is None or other[2]["confidence"] > found[2]["confidence"] else found
+
+
+def _periodic(tok: np.ndarray, role: np.ndarray, c: dict[str, np.ndarray], hint: int | None, kind: np.ndarray):
+    """:func:`_one_gpu`'s reading by the stream's period."""
     b, strong, evidence = boundary(c)
     replays = replay_steps(strong, c["graph"].astype(bool)) if evidence == "graph launches" else None
     if replays is not None:  # one graph replay a step: the steps are the replays
