@@ -18,7 +18,11 @@ Per GPU (each ``(pid, device)``, kernels in start order, one token per kernel: :
    that start, each next step starts at the same two-kernel anchor nearest one period later
    (within a quarter period; exactly one period later where the anchor is missing), so steps
    of varying length stay aligned. A last step shorter than three quarters of a period (the
-   window cut it) and the kernels before the first step are in no step.
+   window cut it) and the kernels before the first step are in no step; a first step that
+   runs kernels no later step does is the prefill (:func:`.boundaries.take_prefill`). Where
+   this reading is unsure (steps whose lengths vary: a mixture of experts' loop over the hit
+   experts), the steps are placed by the kernels that run once a step (:mod:`.anchored`), and
+   the surer reading is kept.
 2. **Layers.** Steps with the same kernels (tokens, in order) share one analysis: the
    repeating block of :func:`.periods.layer_block`, its blocks numbered 0, 1, ... in order; the
    kernels before the first block and after the last are the step's prologue and epilogue (in
