@@ -86,10 +86,10 @@ COLUMNS = ["name", "start", "end", "device", "pid", "graph", "correlation", "lau
 class Structure:
     """Per kernel (row of the kernels table): ``step`` (inferred step, numbered per GPU from 0;
     -1: in none; ``boundaries.PREFILL_STEP``: the prefill's) and ``layer`` (-1: in none).
-    ``period`` kernels per step and ``block`` per layer
-    (the commonest), ``layers`` per step, ``steps`` (on the GPU with most), ``confidence``
-    (the share of step kernels whose step has as many layers as the commonest sequence, times the share of
-    their kernels in layers) and ``rests_on``, the evidence in words."""
+    ``period`` kernels per step and ``block`` per layer (the commonest), ``layers`` per step,
+    ``steps`` (on the GPU with most), ``confidence`` (the share of step kernels whose step has as
+    many layers as the commonest sequence, times the share of their kernels in layers) and
+    ``rests_on``, the evidence in words."""
 
     step: np.ndarray
     layer: np.ndarray
