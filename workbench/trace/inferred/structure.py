@@ -70,10 +70,9 @@ MEDIAN_STEPS = 64
 # 10-14 (inner layers: 8% at most); a short op repeated inside a layer, three KV-cache writes
 # then the attention, by 60% and more).
 ALIKE = 1.3
-# An exactly repeating block whose first kernels recur inside it (not overlapping) for at least
-# this share of it holds two layers: a hybrid whose layers alternate, Qwen2-MoE's dense and
-# MoE layers sharing their norms and attention (a third of the pair). A norm recurring inside
-# one layer is less (the committed traces: at most 0.19 of a layer).
+# An exactly repeating block whose first kernels recur inside it (not overlapping) for this share
+# of it holds two layers: Qwen2-MoE's dense and MoE layers share their norms and attention (a
+# third of the pair); a norm recurring inside one layer is less (committed traces: 0.19 at most).
 PAIRED = 0.25
 # A reading by the stream's period less confident than this (the share of step kernels in the
 # commonest sequence times the share in layers) is checked against the reading by the kernels
