@@ -188,6 +188,6 @@ def test_the_diff_of_two_moe_programs_nobody_instrumented():
     # The user's Mixtral program with transformers' experts loop against its grouped GEMMs,
     # both captured bare on the H200: per decode step and per inferred layer, what went away.
     out = run_cli("diff", "h200-user-moe-eagerexperts-nsys", "h200-user-moe-nsys", root=TRACES).stdout
-    assert "per decode step: kernels 1,200.91 -> 520" in out and "(prefill 1460 -> 625" in out
+    assert "per decode step: kernels 1,200.91 -> 524" in out and "(prefill 1460 -> 645" in out
     assert "inferred_layer in all 8 layers: 306.9 -> 180.9 us each per decode step, 0.59x; kernels 117.09 -> 53 each" in out
     assert "from the trace (A: 11 steps, B: 11 steps" in out

@@ -31,9 +31,10 @@ ANCHORS = 3
 COVERS = 0.5
 
 
-def anchored_steps(tok: np.ndarray, role: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
+def anchored_steps(tok: np.ndarray, role: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """``(starts, ends, anchors)``: each step's first kernel and the position after its last,
-    and how many tokens run once a step; None where no count of tokens places three steps."""
+    and the tokens that run once a step (sorted); None where no count of tokens places three
+    steps."""
     n = len(tok)
     vals, counts = np.unique(tok, return_counts=True)
     shared, k = np.unique(counts[counts >= 3], return_counts=True)
@@ -51,7 +52,7 @@ def anchored_steps(tok: np.ndarray, role: np.ndarray, b: np.ndarray) -> tuple[np
         tail = int(np.median(cuts - last[:-1]))
         starts = np.r_[max(0, int(first[0]) - lead), cuts]
         ends = np.r_[cuts, min(n, int(last[-1]) + tail)]
-        return starts.astype(np.int64), ends.astype(np.int64), len(anchors)
+        return starts.astype(np.int64), ends.astype(np.int64), anchors
     return None
 
 
@@ -63,3 +64,14 @@ def _cut(role: np.ndarray, b: np.ndarray, first: int, last: int, nxt: int) -> in
     if picked is not None and last < picked <= nxt:
         return picked
     return last + 1 + int(np.argmax(b[last + 1: nxt + 1]))
+
+
+def holds_once(tok: np.ndarray, step: np.ndarray, anchors: np.ndarray) -> float:
+    """Share of the steps in ``step`` holding each of the tokens ``anchors`` exactly once."""
+    n = int(step.max(initial=-1)) + 1
+    if not n:
+        return 0.0
+    sel = (step >= 0) & np.isin(tok, anchors)
+    counts = np.zeros((n, len(anchors)), np.int64)
+    np.add.at(counts, (step[sel], np.searchsorted(anchors, tok[sel])), 1)
+    return float((counts == 1).all(axis=1).mean())

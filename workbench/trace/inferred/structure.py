@@ -29,7 +29,7 @@ Per GPU (each ``(pid, device)``, kernels in start order, one token per kernel: :
    the step, in no layer). A hint of ``layers`` blocks prefers the block that repeats that many
    times, or splits each block in two where half as many repeat (a hybrid whose period is two
    layers). With no hint, a block splits in two where a long run of its first kernels recurs
-   inside it (``PAIRED``: Qwen2-MoE's dense and MoE layers share their norms and attention).
+   inside it (``periods.PAIRED``: Qwen2-MoE's dense and MoE layers share their norms and attention).
    It splits where that run recurs, else where the block's first kernel recurs nearest its
    middle. Where no block
    repeats exactly, or each exact block holds several layers' anchors (compiled code whose
@@ -53,9 +53,9 @@ from ..schema import Trace
 from .names import FUSED_NORM, POINTWISE, kinds, roles, tokens
 from .boundaries import (boundary, replay_starts, room as layer_room, roomy_widens, starts as step_starts,
                          take_prefill, widen)
-from .anchored import anchored_steps
+from .anchored import anchored_steps, holds_once
 from .replays import replay_steps
-from .periods import WINDOW, anchored_layers, layer_block, mismatch, step_period
+from .periods import WINDOW, anchored_layers, common_prefix, layer_block, mismatch, pair_cut, step_period
 
 # Exactly repeating blocks that cover less of a step than this are no layers (a few layers
 # alike among others that differ): the anchors then say where the layers are.
@@ -70,13 +70,9 @@ MEDIAN_STEPS = 64
 # 10-14 (inner layers: 8% at most); a short op repeated inside a layer, three KV-cache writes
 # then the attention, by 60% and more).
 ALIKE = 1.3
-# An exactly repeating block whose first kernels recur inside it (not overlapping) for this share
-# of it holds two layers: Qwen2-MoE's dense and MoE layers share their norms and attention (a
-# third of the pair); a norm recurring inside one layer is less (committed traces: 0.19 at most).
-PAIRED = 0.25
 # A reading by the stream's period less confident than this (the share of step kernels in the
-# commonest sequence times the share in layers) is checked against the reading by the kernels
-# that run once a step, and the surer one kept.
+# commonest sequence times the share in layers), or whose steps are mostly unlike, is checked
+# against the reading by the kernels that run once a step, and the surer one kept.
 UNSURE = 0.5
 COLUMNS = ["name", "start", "end", "device", "pid", "graph", "correlation", "launch_start", "launch_end"]
 
@@ -154,21 +150,24 @@ def _one_gpu(tok: np.ndarray, role: np.ndarray, c: dict[str, np.ndarray], hint: 
     role (:func:`.names.roles`); ``kind``: per token, its kind (:func:`.names.kinds`). The
     reading by the stream's period, or where that is unsure (``UNSURE``) the reading by the
     kernels that run once a step (:mod:`.anchored`: steps whose lengths vary) where it is
-    surer."""
+    surer (a period read into steps that are all different holds the once-a-step kernels at
+    random: :func:`.anchored.holds_once`)."""
     found = _periodic(tok, role, c, hint, kind)
-    if found is not None and found[2]["confidence"] >= UNSURE:
-        return found
+    if found is not None and (found[2]["replayed"] or found[2]["confidence"] >= UNSURE and found[2]["alike"] >= 0.5):
+        return found  # graph replays are steps, whatever their kernels
     b, _, evidence = boundary(c)
     steps = anchored_steps(tok, role, b)
     if steps is None:
         return found
     starts, ends, anchors = steps
     period = int(np.median(ends - starts))
-    said = f"{anchors} kernels that run once a step (the steps' lengths vary), {evidence}"
+    said = f"{len(anchors)} kernels that run once a step (the steps' lengths vary), {evidence}"
     other = _label(tok, b, starts, ends, period, mismatch(tok[: min(len(tok), WINDOW)], period), said, hint, kind,
                    replayed=False)
     take_prefill(tok, other[0], c, other[2])
-    return other if found is None or other[2]["confidence"] > found[2]["confidence"] else found
+    if found is None or other[2]["confidence"] > found[2]["confidence"] or holds_once(tok, found[0], anchors) < 0.9:
+        return other
+    return found
 
 
 def _periodic(tok: np.ndarray, role: np.ndarray, c: dict[str, np.ndarray], hint: int | None, kind: np.ndarray):
@@ -276,7 +275,8 @@ def _label(tok: np.ndarray, b: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     if len(keys) > 1:
         rests.append(f"{len(keys)} different step sequences ({top} of {len(starts)} steps alike)")
     return step, layer, {"steps": len(starts), "period": period, "block": block, "layers": count,
-                         "confidence": float(conf), "rests_on": rests}
+                         "confidence": float(conf), "alike": top / len(starts), "replayed": replayed,
+                         "rests_on": rests}
 
 
 def _rotation(s: np.ndarray, b: np.ndarray, a: int, block: int, count: int, kind: np.ndarray | None) -> int:
@@ -335,10 +335,10 @@ def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, kind: np.ndarray,
     a = _rotation(s, b, a, block, count, kind if replayed else None)
     cuts = [a + j * block for j in range(count + 1)]
     first = s[a: a + block]
-    mid = _pair_cut(first)
+    mid = pair_cut(first)
     split = "the --layers hint" if hint and hint == 2 * count else ""
     if not hint and mid is not None:
-        split = f"its first {_common_prefix(first, mid)} kernels recur {mid} kernels on"
+        split = f"its first {common_prefix(first, mid)} kernels recur {mid} kernels on"
     if split:  # period two: each block holds two layers
         if mid is None:
             again = np.flatnonzero(first[1:] == first[0]) + 1
@@ -353,25 +353,6 @@ def _layer_map(s: np.ndarray, hint: int | None, b: np.ndarray, kind: np.ndarray,
         of_pos[cuts[j]: cuts[j + 1]] = j
     _deferred(s, of_pos, cuts[-1], count)
     return of_pos, block, count, split
-
-
-def _common_prefix(blk: np.ndarray, q: int) -> int:
-    """How many of ``blk``'s first kernels recur from position ``q`` on."""
-    differ = blk[: len(blk) - q] != blk[q:]
-    return int(np.argmax(differ)) if differ.any() else len(blk) - q
-
-
-def _pair_cut(blk: np.ndarray) -> int | None:
-    """Where a block of two layers splits: the place its longest run of first kernels recurs,
-    not overlapping itself, where that run is ``PAIRED`` of the block or more and three kernels
-    at least (a hybrid's two kinds of layer share their norms and attention; a kernel or two
-    alike in a row are no layers); else None."""
-    best, longest = None, 0
-    for q in range(1, len(blk)):
-        run = _common_prefix(blk, q)
-        if run > longest:
-            best, longest = q, run
-    return best if best is not None and longest <= best and longest >= max(PAIRED * len(blk), 3) else None
 
 
 def _alike_lengths(d: np.ndarray) -> bool:
