@@ -247,7 +247,7 @@ def _near(hits: np.ndarray, want: int, tol: int, keep) -> int | None:
 
 
 def replay_starts(tok: np.ndarray, role: np.ndarray, graph: np.ndarray, starts: np.ndarray,
-               ends: np.ndarray) -> np.ndarray:
+                  ends: np.ndarray) -> np.ndarray:
     """Where replayed steps start, from one token's pick to the next: the eager kernels
     launched after a replay and after its step's pick (:func:`after_pick` from the
     step's last matrix multiply, the LM head's, in the replay or after it), an input copy for

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..arrays import queued_starts
+from ..arrays import climb, queued_starts
 from .structure import COLUMNS, gpus, infer_kernels
 
 # The prefill's range (boundaries.PREFILL_STEP), named as the workbench's runner names its own:
@@ -82,11 +82,8 @@ def _library(ranges: pd.DataFrame) -> np.ndarray:
     if not len(ranges) or "domain" not in ranges:
         return np.zeros(len(ranges), bool)
     lib = ranges["domain"].astype(str).isin(LIBRARY_DOMAINS).to_numpy()
-    parent = ranges["parent"].to_numpy()
-    chain = lib.copy()
-    for _ in range(int(ranges["depth"].max()) + 1):
-        chain = lib & np.where(parent >= 0, chain[np.maximum(parent, 0)], True)
-    return chain
+    above, _ = climb(ranges["parent"].to_numpy(), ~lib)  # the nearest range at or above that is none
+    return above < 0
 
 
 def _under(ranges: pd.DataFrame, lib: np.ndarray, inner: np.ndarray, of: np.ndarray, added: pd.DataFrame) -> pd.DataFrame:
@@ -94,9 +91,7 @@ def _under(ranges: pd.DataFrame, lib: np.ndarray, inner: np.ndarray, of: np.ndar
     in (``inner``: those kernels' innermost ranges, ``of``: their inferred ranges), it and the
     ranges inside it one level deeper than that range."""
     parent, depth = ranges["parent"].to_numpy().copy(), ranges["depth"].to_numpy().copy()
-    top = np.arange(len(ranges))
-    for _ in range(int(depth.max()) + 1):  # each library range's top library range
-        top = np.where(parent[top] >= 0, parent[top], top)
+    top, _ = climb(parent)  # each library range's top one (its root: library ranges all up)
     roots, first = np.unique(top[inner], return_index=True)
     new_parent = of[first]
     keep = new_parent >= 0

@@ -152,10 +152,10 @@ def _one_gpu(tok: np.ndarray, role: np.ndarray, c: dict[str, np.ndarray], hint: 
     kernels that run once a step (:mod:`.anchored`: steps whose lengths vary) where it is
     surer (a period read into steps that are all different holds the once-a-step kernels at
     random: :func:`.anchored.holds_once`)."""
-    found = _periodic(tok, role, c, hint, kind)
+    b, strong, evidence = boundary(c)
+    found = _periodic(tok, role, c, hint, kind, b, strong, evidence)
     if found is not None and (found[2]["replayed"] or found[2]["confidence"] >= UNSURE and found[2]["alike"] >= 0.5):
         return found  # graph replays are steps, whatever their kernels
-    b, _, evidence = boundary(c)
     steps = anchored_steps(tok, role, b)
     if steps is None:
         return found
@@ -170,9 +170,9 @@ def _one_gpu(tok: np.ndarray, role: np.ndarray, c: dict[str, np.ndarray], hint: 
     return found
 
 
-def _periodic(tok: np.ndarray, role: np.ndarray, c: dict[str, np.ndarray], hint: int | None, kind: np.ndarray):
-    """:func:`_one_gpu`'s reading by the stream's period."""
-    b, strong, evidence = boundary(c)
+def _periodic(tok: np.ndarray, role: np.ndarray, c: dict[str, np.ndarray], hint: int | None, kind: np.ndarray,
+              b: np.ndarray, strong: np.ndarray, evidence: str):
+    """:func:`_one_gpu`'s reading by the stream's period, given :func:`.boundaries.boundary`."""
     replays = replay_steps(strong, c["graph"].astype(bool)) if evidence == "graph launches" else None
     if replays is not None:  # one graph replay a step: the steps are the replays
         starts, ends = replays
