@@ -145,10 +145,11 @@ def anchored_layers(s: np.ndarray, layers: int | None = None, replayed: bool = F
     anchor of the next. ``N`` is ``layers`` (a hint), else the largest count that two tokens
     share and that passes that test (a token twice per layer has its occurrences of two
     layers interleaved with the others' and fails it) whose inner layers' lengths vary by at
-    most ``VARIED``, three layers at least (else the largest that passes). A layer ends at its last anchor (the
-    next layer's own kernels start after it: its norm and projections before its first
-    anchor); the first layer starts as far before its first anchor as the others do, and what
-    is after the last layer's last anchor is the step's epilogue. The layers must hold half
+    most ``VARIED``, three layers at least (else the largest that passes). A layer ends at its
+    last anchor (the next layer's own kernels start after it: its norm and projections before
+    its first anchor); the first layer starts as far before its first anchor as the others do,
+    and what is after the last layer's last anchor is the step's epilogue (where the stretches
+    between anchors vary in length, :func:`_varied_cuts` places the cuts instead). The layers must hold half
     the step at least. ``replayed``: the step is one graph replay, whose first kernel starts
     the first layer (see :func:`replayed_cuts`). ``b``: each position's boundary strength (the
     host enters each layer's code): a layer then starts at the strongest place from just
