@@ -203,18 +203,21 @@ def _steps(trace: Trace, step_regex: str, prefill_regex: str) -> Steps:
     if len(ids):
         paths = trace.columns("ranges", ["path"])["path"]
         up = parent[ids]
-        above = np.array([paths.iat[p] + "/" if p >= 0 else "" for p in up.tolist()], dtype=object)
+        above = np.full(len(ids), "", dtype=object)
+        nested = up >= 0
+        if nested.any():
+            above[nested] = paths.iloc[up[nested]].to_numpy(dtype=object) + "/"
         key[ids] = above + label[ids]
         # The same key again on one thread is a later step of that name (a step regex that
-        # matches an unnumbered range): numbered by its place there, so only threads (ranks)
-        # share a step.
-        thread = trace.columns("ranges", ["pid", "tid"]).to_numpy()[ids]
-        seen: dict[tuple, int] = {}
-        for i in ids[np.argsort(r["start"].to_numpy()[ids], kind="stable")].tolist():
-            at = (*thread[np.searchsorted(ids, i)].tolist(), key[i])
-            seen[at] = seen.get(at, -1) + 1
-            if seen[at]:
-                key[i] = f"{key[i]}#{seen[at]}"
+        # matches an unnumbered range): numbered by its place there, in time order, so only
+        # threads (ranks) share a step.
+        order = ids[np.argsort(r["start"].to_numpy()[ids], kind="stable")]
+        thread = trace.columns("ranges", ["pid", "tid"])
+        nth = pd.DataFrame({"pid": thread["pid"].to_numpy()[order], "tid": thread["tid"].to_numpy()[order],
+                            "key": key[order]}).groupby(["pid", "tid", "key"], sort=False).cumcount().to_numpy()
+        later = np.flatnonzero(nth)
+        if len(later):
+            key[order[later]] = [f"{k}#{j}" for k, j in zip(key[order[later]].tolist(), nth[later].tolist())]
     return Steps(step, phase, label, key, calls)
 
 
