@@ -126,7 +126,8 @@ def assert_same(a, b):
         pd.testing.assert_frame_equal(x, b.tables[name], check_exact=True)
 
 
-SCANNED = ["kineto-2021-tbplugin-gpu-metrics.json.gz", "kineto-2022-hta-inference-capitalized.json.gz",
+SCANNED = ["kineto-2020-tbplugin-resnet50-bare-array.json.gz", "kineto-2021-tbplugin-resnet50.json.gz",
+           "kineto-2021-tbplugin-gpu-metrics.json.gz", "kineto-2022-hta-inference-capitalized.json.gz",
            "kineto-2023-hta-cupti-profiler-range.json.gz", "kineto-2025-hta-mtia-inference.json.gz"]
 
 

@@ -310,6 +310,7 @@ def test_scanner_reads_tricky_valid_input_as_the_other_paths(tmp_path, monkeypat
 # give the tables (string and float ids, a surrogate pair, a repeated field) or the problem.
 KERNEL = '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.5, "dur": 2, "args": %s}'
 ARGS = '{"device": 0, "stream": 7, "correlation": 1, "grid": [1, 1, 1], "block": [32, 1, 1]}'
+API = KERNEL.replace('"kernel"', '"cuda_runtime"')
 DECLINED = {
     "string ts": KERNEL.replace("10.5", '"soon"') % ARGS,
     "missing name": KERNEL.replace('"name": "k", ', "") % ARGS,
@@ -329,7 +330,12 @@ DECLINED = {
     "control character": KERNEL.replace('"k"', '"k\x01"') % ARGS,
     "deep args": KERNEL % ARGS.replace('"grid"', '"deep": ' + "[" * 100 + "]" * 100 + ', "grid"'),
     "trailing comma": KERNEL % ARGS.replace("}", ", }"),
-    "string pid of an API call": KERNEL.replace('"kernel"', '"cuda_runtime"').replace('"pid": 0', '"pid": "Spans"') % ARGS,
+    # Thread ids as text that only Python's str methods read right: left to them.
+    "padded string tid of an API call": API.replace('"tid": 7', '"tid": " Spans"') % ARGS,
+    "escaped string tid of an API call": API.replace('"tid": 7', r'"tid": "stream\u0020 7"') % ARGS,
+    "non-ASCII string tid of an API call": API.replace('"tid": 7', '"tid": "fl\u00fcgel"') % ARGS,
+    "two minus signs in a tid": API.replace('"tid": 7', '"tid": "--5"') % ARGS,
+    "a tid of more digits than int64": API.replace('"tid": 7', '"tid": "' + "9" * 19 + '"') % ARGS,
     "B without pid": '{"ph": "B", "cat": "user_annotation", "name": "r", "tid": 1, "ts": 1}',
     "B without name": '{"ph": "B", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": 1}',
 }
@@ -347,6 +353,28 @@ def test_what_the_scanner_declines_gets_the_other_paths_result(tmp_path, monkeyp
     assert not all_scanned
     plain, _ = outcome(path, monkeypatch, False)
     assert_same_outcome(fast, plain)
+
+
+# Thread and process ids written as text, as 2020-2021 PyTorch wrote them (CPU threads as
+# digits, GPU streams as "stream 7"; tests/corpus/kineto-202*-tbplugin-*): the scanner reads
+# them as columns.ident codes them.
+STRING_IDS = ['"4093687616"', '"-12"', '"0"', '"007"', '"stream 7"', '"Spans"', '""', '"-"', '"0x1f"', '"7 "']
+
+
+@pytest.mark.parametrize("tid", STRING_IDS)
+def test_string_ids_are_read_by_the_scanner_as_by_the_other_paths(tmp_path, monkeypatch, tid):
+    events = [API.replace('"tid": 7', f'"tid": {tid}') % ARGS,
+              API.replace('"pid": 0', f'"pid": {tid}').replace('"correlation": 1', '"correlation": 2') % ARGS,
+              '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 0, "tid": %s, "ts": 9, "dur": 3}' % tid,
+              KERNEL % ARGS]
+    path = tmp_path / "ids.json"
+    path.write_text('{"traceEvents": [' + ",\n".join(events) + "]}", encoding="utf-8")
+    fast, all_scanned = outcome(path, monkeypatch, True)
+    # A tid with a trailing space is Python's to strip: the scanner declines it.
+    assert all_scanned == (tid != '"7 "')
+    plain, _ = outcome(path, monkeypatch, False)
+    assert_same_outcome(fast, plain)
+    assert isinstance(fast, str) or len(fast.tables["api"]) == 2
 
 
 def test_bad_utf8_is_declined(tmp_path, monkeypatch):

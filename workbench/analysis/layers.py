@@ -75,18 +75,23 @@ def _layer_number(m: re.Match, name: str) -> int:
 def name_parts(name: str, pattern: str | None = None) -> tuple[int, str]:
     """``(layer, label)`` of one range name (layer -1: the name holds none); see the module
     docstring."""
-    if pattern is None:
+    return _parts(name, layer_pattern(pattern), pattern is not None)
+
+
+def _parts(name: str, rx: re.Pattern, custom: bool) -> tuple[int, str]:
+    """:func:`name_parts` with the layer pattern compiled (``custom``: given by the user)."""
+    if not custom:
         m = _MODULE_LAYER.match(name)
         if m:
             return int(m.group(2)), m.group(1)
         m = _MODULE.match(name)
         if m:
             return -1, m.group(1)
-    m = layer_pattern(pattern).search(name)
+    m = rx.search(name)
     if not m:
         return -1, name
-    layer = int(m.group(1)) if pattern is None else _layer_number(m, name)
-    if pattern is not None:
+    layer = _layer_number(m, name) if custom else int(m.group(1))
+    if custom:
         rest = (name[: m.start()] + name[m.end():]).strip(_SEPARATORS)
         return layer, rest or name
     after = name[m.end():].strip(_SEPARATORS)
@@ -100,8 +105,21 @@ def name_parts(name: str, pattern: str | None = None) -> tuple[int, str]:
 def label_parts(names, pattern: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per name of ``names`` (distinct strings, e.g. a categorical's categories): its layer
     (int64) and its label (object array)."""
-    parts = [name_parts(str(n), pattern) for n in names]
+    rx, custom = layer_pattern(pattern), pattern is not None
+    # As a list first: iterating an Arrow-backed Index makes a scalar per element.
+    parts = [_parts(str(n), rx, custom) for n in (names.tolist() if hasattr(names, "tolist") else names)]
     layers = np.fromiter((p[0] for p in parts), dtype=np.int64, count=len(parts))
     labels = np.empty(len(parts), dtype=object)
     labels[:] = [p[1] for p in parts]
     return layers, labels
+
+
+def trace_label_parts(trace, pattern: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`label_parts` of the trace's range names (its name column's categories), worked
+    out once per pattern: the projection's labels and layers and the steps' model calls all
+    read them, and a trace whose ranges are each named apart has as many names as ranges."""
+    key = f"label_parts:{pattern}"
+    if key not in trace.memo:
+        names = trace.columns("ranges", ["name"])["name"]
+        trace.memo[key] = label_parts(names.cat.categories.astype(str), pattern)
+    return trace.memo[key]

@@ -28,7 +28,7 @@ from ..trace.arrays import climb
 from ..trace.names import code_dtype, display_names
 from ..trace.options import DEFAULT
 from ..trace.schema import Trace
-from .layers import label_parts
+from .layers import label_parts, trace_label_parts
 from .steps import PHASES, step_groups, trace_steps_info
 
 NO_RANGE = "(no range)"
@@ -37,10 +37,14 @@ NO_LAUNCH = "(no launch record)"
 
 def range_layers(ranges: pd.DataFrame, pattern: str | None = None) -> np.ndarray:
     """Layer index of each range: its own name's match, else the nearest enclosing match (-1)."""
-    n = len(ranges)
-    if not n:
+    if not len(ranges):
         return np.full(0, -1, dtype=np.int64)
-    by_cat = label_parts(ranges["name"].cat.categories.astype(str), pattern)[0]
+    return _inherited(ranges, label_parts(ranges["name"].cat.categories.astype(str), pattern)[0])
+
+
+def _inherited(ranges: pd.DataFrame, by_cat: np.ndarray) -> np.ndarray:
+    """Per range, the layer of its name (``by_cat``: per category of the name column) or,
+    for a name with none, of its nearest ancestor's that has one (-1)."""
     codes = ranges["name"].cat.codes.to_numpy()
     own = np.where(codes >= 0, by_cat[np.maximum(codes, 0)], -1)
     # A range without a layer of its own takes that of its nearest ancestor with one.
@@ -53,7 +57,7 @@ def trace_layers(trace: Trace, pattern: str | None = None) -> np.ndarray:
     the per-layer summary both need it)."""
     key = f"range_layers:{pattern}"
     if key not in trace.memo:
-        trace.memo[key] = range_layers(trace.columns("ranges", ["name", "parent"]), pattern)
+        trace.memo[key] = _inherited(trace.columns("ranges", ["name", "parent"]), trace_label_parts(trace, pattern)[0])
     return trace.memo[key]
 
 
@@ -63,7 +67,7 @@ def trace_labels(trace: Trace, pattern: str | None = None) -> tuple[np.ndarray, 
     key = f"range_labels:{pattern}"
     if key not in trace.memo:
         name = trace.columns("ranges", ["name"])["name"]
-        labels, inv = np.unique(label_parts(name.cat.categories.astype(str), pattern)[1], return_inverse=True)
+        labels, inv = np.unique(trace_label_parts(trace, pattern)[1], return_inverse=True)
         # A missing name (code -1) reads the -1 put last.
         by_code = np.append(inv.reshape(-1), -1).astype(np.int32)
         trace.memo[key] = (by_code[name.cat.codes.to_numpy()], labels.astype(object))

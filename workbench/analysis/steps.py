@@ -39,7 +39,7 @@ from ..patterns import compile_regex
 from ..trace.arrays import climb
 from ..trace.manifest import ANALYSIS, section
 from ..trace.schema import Trace
-from .layers import label_parts
+from .layers import trace_label_parts
 
 STEP_REGEX = r"^(step|ProfilerStep)"
 PREFILL_REGEX = r"^prefill"
@@ -76,7 +76,7 @@ def _matches(names: pd.Series, regex: str) -> np.ndarray:
     # A regex recorded in a manifest (set_phases) was checked there; one edited in by hand is
     # refused here in the same one line.
     rx = compile_regex(regex, "range regex")
-    by_cat = np.array([bool(rx.search(str(c))) for c in names.cat.categories], dtype=bool)
+    by_cat = np.array([bool(rx.search(str(c))) for c in names.cat.categories.tolist()], dtype=bool)
     codes = names.cat.codes.to_numpy()
     return np.where(codes >= 0, by_cat[np.maximum(codes, 0)], False) if len(by_cat) else np.zeros(len(codes), bool)
 
@@ -182,7 +182,7 @@ def _steps(trace: Trace, step_regex: str, prefill_regex: str) -> Steps:
     names = np.asarray(r["name"].cat.categories.astype(str), dtype=object)
     codes = r["name"].cat.codes.to_numpy()
     if calls:
-        own_by_cat = label_parts(names)[0]
+        own_by_cat = trace_label_parts(trace)[0]
         own = np.where(codes >= 0, own_by_cat[np.maximum(codes, 0)], -1) if len(names) else np.full(n, -1)
         step = model_calls(parent, own, r["start"].to_numpy())
     ids = np.flatnonzero(step == np.arange(n))

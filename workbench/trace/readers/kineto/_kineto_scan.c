@@ -868,6 +868,49 @@ static int id_of(const Val *v, int64_t *out) {
     return 1;
 }
 
+/* zlib's CRC-32 (reflected 0xEDB88320), by table: columns.ident codes a pid or tid that is a
+   name ("stream 7" in 2020-2021 PyTorch's GPU events) by it. */
+static uint32_t crc_table[256];
+
+static void crc_init(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[n] = c;
+    }
+}
+
+static uint32_t crc32_of(const uchar *s, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) c = crc_table[(c ^ s[i]) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+/* A pid or tid as columns.ident takes it: an id (id_of), or a string: its number where it
+   is digits after a minus at most ("4093687616": 2020-2021 PyTorch's CPU threads), else
+   -1 - (its CRC-32 & 0x7fffffff). Declined, for the other path to word or code: escapes,
+   bytes beyond ASCII, whitespace or a control byte at either end (Python's strip), more
+   than one minus, and more digits than an int64 surely holds. */
+static int ident_of(const Val *v, int64_t *out) {
+    if (v->type != T_STR) return id_of(v, out);
+    const uchar *t = v->s;
+    size_t n = v->n, minus = 0, digits = 0;
+    if (v->esc || (n && (t[0] <= ' ' || t[n - 1] <= ' '))) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (t[i] >= 0x80) return 0;
+    while (minus < n && t[minus] == '-') minus++;
+    while (minus + digits < n && t[minus + digits] >= '0' && t[minus + digits] <= '9') digits++;
+    if (!digits || minus + digits < n) {
+        *out = -1 - (int64_t)(crc32_of(t, n) & 0x7FFFFFFFu);
+        return 1;
+    }
+    if (minus > 1 || digits > 18) return 0;
+    int64_t x = 0;
+    for (size_t i = minus; i < n; i++) x = 10 * x + (t[i] - '0');
+    *out = minus ? -x : x;
+    return 1;
+}
+
 /* Below this many ns, a time of microseconds with three decimals, read as a double and
    turned into ns by ns_of, gives its digits back: the double is within half a unit in the
    last place of the true value, 2**-11 us at most below 2**43 us, which is less than half a
@@ -910,8 +953,8 @@ static int column(Scan *s, int table, int col, const Event *e, int driver, int64
         *out = ns_of(x);
         return 1;
     }
-    case C_PID: return id_of(&e->f[F_PID], out);
-    case C_TID: return id_of(&e->f[F_TID], out);
+    case C_PID: return ident_of(&e->f[F_PID], out);
+    case C_TID: return ident_of(&e->f[F_TID], out);
     case C_DRIVER: *out = driver; return 1;
     }
     /* the args' values: args must be an object, or missing or null (then so are they) */
@@ -1423,6 +1466,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kineto_scan", NULL,
 PyMODINIT_FUNC PyInit__kineto_scan(void) {
     key_heads(event_keys, NF);
     key_heads(args_keys, NA);
+    crc_init();
     c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
     if (!c_locale) return PyErr_NoMemory();
     if (PyType_Ready(&RowsType) < 0) return NULL;
