@@ -83,8 +83,11 @@ def kernel_display(trace: Trace) -> pd.Categorical:
         name = trace.columns("kernels", ["name"])["name"]
         shown = display_names(name.cat.categories)
         codes, uniq = pd.factorize(np.asarray(shown + [""], dtype=object), sort=True)
-        codes_by_name = codes[np.where(name.cat.codes.to_numpy() >= 0, name.cat.codes.to_numpy(), len(shown))]
-        trace.memo[key] = pd.Categorical.from_codes(codes_by_name, categories=pd.Index(uniq, dtype=object))
+        # Per name code (a missing name, -1, reads the "" put last), in the dtype the
+        # categorical keeps: one gather over the kernels, no kernel-sized temporary.
+        by_code = codes.astype(code_dtype(len(uniq)))
+        trace.memo[key] = pd.Categorical.from_codes(by_code[name.cat.codes.to_numpy()],
+                                                    categories=pd.Index(uniq, dtype=object), validate=False)
     return trace.memo[key]
 
 
