@@ -81,12 +81,9 @@ def _library(ranges: pd.DataFrame) -> np.ndarray:
     still uninstrumented: they are searched, and keep those ranges as their innermost."""
     if not len(ranges) or "domain" not in ranges:
         return np.zeros(len(ranges), bool)
-    domain = ranges["domain"]
-    if isinstance(domain.dtype, pd.CategoricalDtype):  # each distinct domain looked at once
-        by_code = np.append(domain.cat.categories.astype(str).isin(LIBRARY_DOMAINS), False)
-        lib = by_code[domain.cat.codes.to_numpy()]
-    else:
-        lib = domain.astype(str).isin(LIBRARY_DOMAINS).to_numpy()
+    domain = ranges["domain"].astype("category")  # as the schema has it: no copy then
+    # Each distinct domain looked at once; a range with none (code -1) reads the False put last.
+    lib = np.append(domain.cat.categories.astype(str).isin(LIBRARY_DOMAINS), False)[domain.cat.codes.to_numpy()]
     if not lib.any():
         return lib
     above, _ = climb(ranges["parent"].to_numpy(), ~lib)  # the nearest range at or above that is none
